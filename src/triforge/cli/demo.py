@@ -1,0 +1,7 @@
+"""`triforge demo`."""
+
+from __future__ import annotations
+
+
+def demo() -> None:
+    """Run the offline scripted demo."""
