@@ -6,6 +6,7 @@ import os
 import sys
 
 import typer
+from rich.markup import escape
 
 from triforge import __version__
 from triforge.cli import astra as astra_cli
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as e:
         if debug:
             raise
-        console_err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        console_err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         console_err.print("[yellow]interrupted[/]")

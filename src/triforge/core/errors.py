@@ -24,3 +24,27 @@ class ConfigError(UserError):
 
 class EndpointError(UserError):
     """An LLM endpoint that cannot be used: unreachable, bad key, unknown model, exhausted retries."""
+
+
+class AgentSignal(TriforgeError):
+    """Base of the control-flow exceptions handled in one place by the agent loop."""
+
+
+class Submitted(AgentSignal):
+    """A tool handed in the final answer; `output` is what the agent returns."""
+
+    def __init__(self, output: object, message: str = "submitted") -> None:
+        super().__init__(message)
+        self.output = output
+
+
+class LimitsExceeded(AgentSignal):
+    """A per-agent limit (steps, tokens, cost, wall time, format errors) was reached."""
+
+
+class BudgetExceeded(AgentSignal):
+    """The run's shared budget ledger is spent; the run stops cleanly."""
+
+
+class FormatError(AgentSignal):
+    """The model's reply could not be turned into a valid action; the message goes back to the model."""

@@ -1,0 +1,139 @@
+"""Model aliases and settings from `triforge.toml`, environment variables and CLI options.
+
+Precedence, lowest first: built-in defaults, the user config file
+(`$XDG_CONFIG_HOME/triforge/triforge.toml`, else `~/.config/triforge/triforge.toml`),
+`./triforge.toml`, the file named by `TRIFORGE_CONFIG`, environment variables
+(`TRIFORGE_MODEL`, `TRIFORGE_BASE_URL`, `TRIFORGE_API_KEY_ENV`), then CLI options.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from triforge.core.errors import ConfigError
+
+
+class ModelConfig(BaseModel):
+    """One model alias: where it is served and how it behaves."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(description="model name sent to the endpoint")
+    base_url: str | None = Field(default=None, description="OpenAI-compatible base URL, e.g. http://localhost:8000/v1")
+    api_key_env: str | None = Field(default=None, description="name of the environment variable holding the key")
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+    native_tools: bool = True
+    json_mode: bool = False
+    price_in_per_mtok: float = Field(default=0.0, ge=0)
+    price_out_per_mtok: float = Field(default=0.0, ge=0)
+    max_concurrency: int = Field(default=8, ge=1, description="calls in flight to this endpoint")
+    temperature: float | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+
+    def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.price_in_per_mtok + output_tokens * self.price_out_per_mtok) / 1e6
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    default_model: str | None = None
+    runs_dir: str = "runs"
+    cache: Literal["off", "rw", "replay"] = "off"
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    sources: list[str] = Field(default_factory=list, exclude=True)
+
+
+def user_config_dir() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "triforge"
+
+
+def config_files(cwd: Path | None = None) -> list[Path]:
+    files = [user_config_dir() / "triforge.toml", (cwd or Path.cwd()) / "triforge.toml"]
+    explicit = os.environ.get("TRIFORGE_CONFIG")
+    if explicit:
+        p = Path(explicit)
+        if not p.is_file():
+            raise ConfigError(f"TRIFORGE_CONFIG points to {p}, which is not a file; fix the path or unset it")
+        files.append(p)
+    return [f for f in files if f.is_file()]
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _first_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    where = ".".join(str(p) for p in err["loc"])
+    return f"{where}: {err['msg']}"
+
+
+def load_settings(cwd: Path | None = None, files: list[Path] | None = None) -> Settings:
+    data: dict[str, Any] = {}
+    used = files if files is not None else config_files(cwd)
+    for f in used:
+        try:
+            data = _merge(data, tomllib.loads(f.read_text()))
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{f} is not valid TOML ({e}); fix the file or move it away") from None
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as e:
+        src = ", ".join(str(f) for f in used) or "defaults"
+        raise ConfigError(f"invalid config in {src}: {_first_error(e)}") from None
+    settings.sources = [str(f) for f in used]
+    if os.environ.get("TRIFORGE_MODEL"):
+        settings.default_model = os.environ["TRIFORGE_MODEL"]
+    return settings
+
+
+def resolve_model(
+    alias: str | None,
+    settings: Settings | None = None,
+    *,
+    base_url: str | None = None,
+    api_key_env: str | None = None,
+) -> tuple[str, ModelConfig]:
+    """Turn an alias (or the default) into its config, applying environment and CLI overrides.
+
+    An alias that is not configured is accepted as a raw model name when a base URL is given.
+    """
+    settings = settings or load_settings()
+    name = alias or settings.default_model
+    if not name:
+        raise ConfigError(
+            "no model given: pass --model ALIAS, set TRIFORGE_MODEL, or set default_model in triforge.toml"
+        )
+    base_url = base_url or os.environ.get("TRIFORGE_BASE_URL") or None
+    api_key_env = api_key_env or os.environ.get("TRIFORGE_API_KEY_ENV") or None
+    if name in settings.models:
+        cfg = settings.models[name]
+    elif base_url:
+        cfg = ModelConfig(model=name)
+    else:
+        known = ", ".join(sorted(settings.models)) or "none configured"
+        raise ConfigError(
+            f"unknown model alias {name!r} (known: {known}); add [models.{name}] to triforge.toml "
+            f"or pass --base-url to use {name!r} as a raw model name"
+        )
+    updates: dict[str, Any] = {}
+    if base_url:
+        updates["base_url"] = base_url
+    if api_key_env:
+        updates["api_key_env"] = api_key_env
+    cfg = cfg.model_copy(update=updates)
+    if not cfg.base_url:
+        raise ConfigError(f"model alias {name!r} has no base_url; set it in triforge.toml or pass --base-url")
+    return name, cfg

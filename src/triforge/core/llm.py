@@ -1,0 +1,295 @@
+"""The LLM seam: one Protocol, and an OpenAI-compatible client over the openai SDK.
+
+The client only moves requests and counts usage; formatting and parsing belong to adapters
+(`triforge.core.tools`), decisions to the agent loop (`triforge.core.react`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any, Protocol, runtime_checkable
+
+import openai
+
+from triforge.core import context
+from triforge.core.config import ModelConfig
+from triforge.core.errors import EndpointError
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text as the model wrote it
+
+    def as_message_part(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass
+class Completion:
+    content: str | None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    finish_reason: str | None = None
+    cost_usd: float = 0.0
+    cached: bool = False
+
+    def message(self) -> dict[str, Any]:
+        """The assistant message in OpenAI shape, safe to send back to any server.
+
+        llama.cpp's server rejects `content: null`, so content is always a string.
+        """
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content or ""}
+        if self.tool_calls:
+            msg["tool_calls"] = [tc.as_message_part() for tc in self.tool_calls]
+        return msg
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "content": self.content,
+            "tool_calls": [{"id": t.id, "name": t.name, "arguments": t.arguments} for t in self.tool_calls],
+            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
+            "model": self.model,
+            "finish_reason": self.finish_reason,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Completion:
+        return cls(
+            content=d.get("content"),
+            tool_calls=[ToolCall(**t) for t in d.get("tool_calls", [])],
+            usage=Usage(**d.get("usage", {})),
+            model=d.get("model", ""),
+            finish_reason=d.get("finish_reason"),
+        )
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """Anything that turns messages into a completion."""
+
+    alias: str
+    config: ModelConfig
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        json_mode: bool = False,
+        sample: int = 0,
+    ) -> Completion: ...
+
+
+class TransientReplyError(Exception):
+    """A reply that arrived but cannot be used (empty choices); retried like a 5xx."""
+
+
+def sanitize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Shape messages so that strict servers accept them (null content becomes an empty string)."""
+    out = []
+    for m in messages:
+        if m.get("content") is None and m.get("role") in ("assistant", "tool", "user", "system"):
+            m = {**m, "content": ""}
+        out.append(m)
+    return out
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        raw = headers.get(name)
+        if raw is None:
+            continue
+        try:
+            return max(0.0, float(raw) * scale)
+        except ValueError:
+            try:
+                return max(0.0, parsedate_to_datetime(raw).timestamp() - time.time())
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+_RETRYABLE = (
+    openai.APIConnectionError,  # includes timeouts
+    openai.RateLimitError,
+    openai.InternalServerError,
+    openai.APIResponseValidationError,
+    TransientReplyError,
+    json.JSONDecodeError,
+)
+
+
+def _explain(alias: str, cfg: ModelConfig, e: Exception) -> str:
+    where = f"model {alias!r} at {cfg.base_url}"
+    if isinstance(e, openai.APITimeoutError):
+        return f"{where}: no reply within {cfg.timeout_s:g} s; raise timeout_s or check the server"
+    if isinstance(e, openai.APIConnectionError):
+        return f"{where} is unreachable; start the server or fix base_url"
+    if isinstance(e, openai.AuthenticationError):
+        hint = f"check ${cfg.api_key_env}" if cfg.api_key_env else "set api_key_env for this alias"
+        return f"{where} rejected the API key (401); {hint}"
+    if isinstance(e, openai.NotFoundError):
+        return f"{where}: endpoint or model {cfg.model!r} not found (404); check base_url (usually ends in /v1) and the model name"
+    if isinstance(e, openai.APIStatusError):
+        return f"{where} answered HTTP {e.status_code}: {str(e.message)[:200]}"
+    return f"{where}: {type(e).__name__}: {str(e)[:200]}"
+
+
+class OpenAICompatLLM:
+    """An OpenAI-compatible chat endpoint (OpenAI, vLLM, SGLang, Ollama, llama.cpp server)."""
+
+    def __init__(self, alias: str, config: ModelConfig, *, sleep=time.sleep) -> None:
+        self.alias = alias
+        self.config = config
+        self._sleep = sleep
+        key = "sk-no-key-needed"
+        if config.api_key_env:
+            key = os.environ.get(config.api_key_env, "")
+            if not key:
+                raise EndpointError(
+                    f"model alias {alias!r} reads its API key from ${config.api_key_env}, which is not set; "
+                    f"export {config.api_key_env}=..."
+                )
+        # Retries are ours (to count, trace and honour Retry-After the same way for every fault).
+        self._client = openai.OpenAI(
+            base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=0
+        )
+
+    def request_body(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        temperature: float | None,
+        max_tokens: int | None,
+        json_mode: bool,
+    ) -> dict[str, Any]:
+        cfg = self.config
+        body: dict[str, Any] = {"model": cfg.model, "messages": sanitize_messages(messages)}
+        if tools:
+            body["tools"] = tools
+        t = temperature if temperature is not None else cfg.temperature
+        if t is not None:
+            body["temperature"] = t
+        mt = max_tokens or cfg.max_tokens
+        if mt:
+            body["max_tokens"] = mt
+        if json_mode and cfg.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        return body
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        json_mode: bool = False,
+        sample: int = 0,
+    ) -> Completion:
+        body = self.request_body(messages, tools, temperature, max_tokens, json_mode)
+        cache_key = {**body, "base_url": self.config.base_url}
+        budget, cache, tracer = context.budget(), context.cache(), context.tracer()
+        if cache is not None and (hit := cache.get(cache_key, sample)) is not None:
+            comp = Completion.from_dict(hit)
+            comp.cached = True
+            if tracer:
+                tracer.llm_span(self.alias, self.config, body, comp, 0.0, attempts=0)
+            return comp
+        if budget is not None:
+            budget.check()
+        t0 = time.perf_counter()
+        comp, attempts = self._call_with_retries(body)
+        comp.cost_usd = self.config.cost_usd(comp.usage.input_tokens, comp.usage.output_tokens)
+        if budget is not None:
+            budget.charge(
+                input_tokens=comp.usage.input_tokens, output_tokens=comp.usage.output_tokens, usd=comp.cost_usd
+            )
+        if cache is not None:
+            cache.put(cache_key, comp.to_dict(), sample)
+        if tracer:
+            tracer.llm_span(self.alias, self.config, body, comp, time.perf_counter() - t0, attempts=attempts)
+        return comp
+
+    def _call_with_retries(self, body: dict[str, Any]) -> tuple[Completion, int]:
+        limits = context.endpoint_limits()
+        slot = limits.slot(self.config.base_url or "", self.config.max_concurrency) if limits else None
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                if slot is not None:
+                    with slot:
+                        return self._call_once(body), attempt
+                return self._call_once(body), attempt
+            except _RETRYABLE as e:
+                if attempt > self.config.max_retries:
+                    raise EndpointError(
+                        f"{_explain(self.alias, self.config, e)} (gave up after {attempt} attempts)"
+                    ) from e
+                headers = getattr(getattr(e, "response", None), "headers", None)
+                wait = retry_after_seconds(headers)
+                if wait is None:
+                    wait = min(0.5 * 2 ** (attempt - 1), 8.0) * (0.5 + random.random() / 2)
+                self._sleep(min(wait, 60.0))
+            except openai.APIStatusError as e:
+                raise EndpointError(_explain(self.alias, self.config, e)) from e
+
+    def _call_once(self, body: dict[str, Any]) -> Completion:
+        extra = dict(self.config.extra_body)
+        resp = self._client.chat.completions.create(**body, extra_body=extra or None)
+        if not getattr(resp, "choices", None):
+            raise TransientReplyError("reply had no choices")
+        choice = resp.choices[0]
+        msg = choice.message
+        calls = []
+        for i, tc in enumerate(msg.tool_calls or []):
+            fn = getattr(tc, "function", None)
+            if fn is None:
+                continue
+            args = fn.arguments
+            if not isinstance(args, str):  # some servers send an object instead of a JSON string
+                args = json.dumps(args)
+            calls.append(ToolCall(id=str(tc.id or f"call_{i}"), name=fn.name or "", arguments=args or "{}"))
+        usage = Usage()
+        if resp.usage is not None:
+            usage = Usage(resp.usage.prompt_tokens or 0, resp.usage.completion_tokens or 0)
+        return Completion(
+            content=msg.content,
+            tool_calls=calls,
+            usage=usage,
+            model=resp.model or self.config.model,
+            finish_reason=choice.finish_reason,
+        )
+
+
+def get_llm(
+    alias: str | None = None,
+    *,
+    base_url: str | None = None,
+    api_key_env: str | None = None,
+    settings=None,
+) -> LLM:
+    """The LLM for an alias from config (or the default), with environment and CLI overrides applied."""
+    from triforge.core.config import resolve_model
+
+    name, cfg = resolve_model(alias, settings, base_url=base_url, api_key_env=api_key_env)
+    return OpenAICompatLLM(name, cfg)

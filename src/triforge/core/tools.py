@@ -1,0 +1,234 @@
+"""Tools are typed Python functions; this module turns them into schemas and model replies into calls.
+
+Two ways for a model to call a tool:
+
+* native tool calls, where the model profile has them (`native_tools = true`);
+* the text protocol otherwise: the reply contains one or more blocks
+
+      <tool_call>
+      {"name": "TOOL_NAME", "arguments": {"ARG": VALUE}}
+      </tool_call>
+
+  and text outside the blocks is the model's reasoning.
+
+Local servers sometimes leak a native call into the message content as JSON; such content is
+recovered as calls only when the whole content parses as calls to known tools.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from triforge.core.errors import FormatError
+from triforge.core.llm import Completion, ToolCall
+
+
+def _doc_parts(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
+    doc = inspect.getdoc(fn) or ""
+    summary_lines, params, in_args, current = [], {}, False, None
+    for line in doc.splitlines():
+        stripped = line.strip()
+        if stripped.lower() in ("args:", "arguments:", "parameters:"):
+            in_args = True
+            continue
+        if in_args:
+            m = re.match(r"^(\w+)\s*(\([^)]*\))?\s*:\s*(.*)$", stripped)
+            if m and not line.startswith("        "):
+                current = m.group(1)
+                params[current] = m.group(3)
+            elif stripped and current:
+                params[current] += " " + stripped
+            elif not stripped:
+                in_args = False
+        else:
+            summary_lines.append(line)
+    return "\n".join(summary_lines).strip(), params
+
+
+@dataclass
+class Tool:
+    name: str
+    description: str
+    fn: Callable[..., Any]
+    args_model: type[BaseModel]
+
+    @classmethod
+    def from_function(cls, fn: Callable[..., Any], name: str | None = None) -> Tool:
+        summary, arg_docs = _doc_parts(fn)
+        hints = get_type_hints(fn)
+        fields: dict[str, Any] = {}
+        for pname, p in inspect.signature(fn).parameters.items():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            ann = hints.get(pname, str)
+            default = ... if p.default is inspect.Parameter.empty else p.default
+            from pydantic import Field
+
+            fields[pname] = (ann, Field(default, description=arg_docs.get(pname)))
+        model = create_model(
+            f"{fn.__name__}_args", __config__=ConfigDict(extra="forbid", strict=False), **fields
+        )
+        return cls(name=name or fn.__name__, description=summary or fn.__name__, fn=fn, args_model=model)
+
+    def json_schema(self) -> dict[str, Any]:
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        schema.setdefault("properties", {})
+        return schema
+
+    def openai_schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.json_schema()},
+        }
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        try:
+            parsed = self.args_model.model_validate(arguments)
+        except ValidationError as e:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}" for err in e.errors()
+            )
+            raise FormatError(f"bad arguments for tool {self.name!r}: {problems}") from None
+        return {k: getattr(parsed, k) for k in self.args_model.model_fields}
+
+    def __call__(self, **kwargs: Any) -> Any:
+        return self.fn(**kwargs)
+
+
+def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None):
+    """Decorator: `@tool` or `@tool(name="...")` turns a typed function into a `Tool`."""
+    if fn is None:
+        return lambda f: Tool.from_function(f, name)
+    return Tool.from_function(fn, name)
+
+
+@dataclass
+class Call:
+    """A validated call to a known tool."""
+
+    id: str
+    tool: Tool
+    arguments: dict[str, Any]
+    raw_arguments: str
+
+
+_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+_FENCE = re.compile(r"^```(?:json|tool_call)?\s*(.*?)\s*```$", re.S)
+
+
+class ToolSet:
+    def __init__(self, tools: list[Tool | Callable[..., Any]]) -> None:
+        self.tools: dict[str, Tool] = {}
+        for t in tools:
+            t = t if isinstance(t, Tool) else Tool.from_function(t)
+            self.tools[t.name] = t
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [t.openai_schema() for t in self.tools.values()]
+
+    def text_protocol(self) -> str:
+        """Instructions for models without native tool calls."""
+        lines = [
+            "You can call tools. To call one, write a block exactly like this (JSON inside):",
+            "<tool_call>",
+            '{"name": "TOOL_NAME", "arguments": {"ARGUMENT": "VALUE"}}',
+            "</tool_call>",
+            "Write your reasoning before the block. Available tools:",
+        ]
+        for t in self.tools.values():
+            lines.append(f"- {t.name}: {t.description}\n  arguments (JSON schema): {json.dumps(t.json_schema())}")
+        return "\n".join(lines)
+
+    def _make_call(self, call_id: str, name: str, args: Any) -> Call:
+        if name not in self.tools:
+            known = ", ".join(self.tools)
+            raise FormatError(f"unknown tool {name!r}; the tools are: {known}")
+        raw = args if isinstance(args, str) else json.dumps(args)
+        if isinstance(args, str):
+            try:
+                args = json.loads(args) if args.strip() else {}
+            except json.JSONDecodeError as e:
+                raise FormatError(f"arguments of tool {name!r} are not valid JSON ({e.msg} at char {e.pos})") from None
+        if not isinstance(args, dict):
+            raise FormatError(f"arguments of tool {name!r} must be a JSON object, got {type(args).__name__}")
+        return Call(call_id, self.tools[name], self.tools[name].validate(args), raw)
+
+    def _from_objects(self, objs: list[Any], prefix: str) -> list[Call]:
+        calls = []
+        for i, obj in enumerate(objs):
+            if not isinstance(obj, dict) or "name" not in obj:
+                raise FormatError('each tool call must be a JSON object {"name": ..., "arguments": {...}}')
+            if isinstance(obj.get("function"), dict):  # OpenAI-shaped object leaked as text
+                obj = obj["function"]
+            args = obj.get("arguments", obj.get("parameters", {}))
+            calls.append(self._make_call(f"{prefix}{i}", str(obj["name"]), args))
+        return calls
+
+    def recover_leaked(self, content: str | None) -> list[Call] | None:
+        """Calls leaked into content, only if the whole content is calls to known tools."""
+        if not content or not content.strip():
+            return None
+        text = content.strip()
+        blocks = _BLOCK.findall(text)
+        if blocks and not _BLOCK.sub("", text).strip():
+            pieces = blocks
+        else:
+            m = _FENCE.match(text)
+            pieces = [m.group(1) if m else text]
+        objs: list[Any] = []
+        for piece in pieces:
+            try:
+                val = json.loads(piece)
+            except json.JSONDecodeError:
+                return None
+            objs.extend(val if isinstance(val, list) else [val])
+        if not objs or not all(isinstance(o, dict) and (o.get("name") or (o.get("function") or {}).get("name"))
+                               in self.tools for o in objs):
+            return None
+        try:
+            return self._from_objects(objs, "leaked_")
+        except FormatError:
+            return None
+
+    def parse(self, comp: Completion, *, native: bool) -> list[Call]:
+        """The calls in a reply, or FormatError saying what is wrong with it."""
+        if native and comp.tool_calls:
+            return [self._make_call(tc.id, tc.name, tc.arguments) for tc in comp.tool_calls]
+        if native:
+            leaked = self.recover_leaked(comp.content)
+            if leaked:
+                return leaked
+            raise FormatError(
+                "your reply had no tool call; call one of the tools (" + ", ".join(self.tools) + ")"
+            )
+        text = comp.content or ""
+        blocks = _BLOCK.findall(text)
+        if not blocks:
+            leaked = self.recover_leaked(text)
+            if leaked:
+                return leaked
+            raise FormatError(
+                "your reply had no <tool_call> block; end your reply with one, e.g.\n<tool_call>\n"
+                '{"name": "' + next(iter(self.tools), "tool") + '", "arguments": {...}}\n</tool_call>'
+            )
+        objs = []
+        for i, b in enumerate(blocks):
+            try:
+                objs.append(json.loads(b))
+            except json.JSONDecodeError as e:
+                raise FormatError(f"tool call block {i + 1} is not valid JSON ({e.msg} at char {e.pos})") from None
+        return self._from_objects(objs, "text_")
+
+
+def tool_calls_for(calls: list[Call]) -> list[ToolCall]:
+    return [ToolCall(c.id, c.tool.name, c.raw_arguments) for c in calls]

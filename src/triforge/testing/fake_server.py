@@ -1,0 +1,241 @@
+"""A fake OpenAI-compatible server on loopback, driven by a script, with injectable faults.
+
+Serves `POST /v1/chat/completions` (plain and streamed) and `GET /v1/models`. The script is a list
+of steps or a function `(request_body) -> step`. A step is a string (text reply), or a dict with
+`content`, `tool_calls` (`[{"name", "arguments"}]`), and optionally:
+
+* `fault`: one of `429` (with `retry_after` seconds), `500`, `slow` (sleeps `delay_s`, default 30,
+  past the client's timeout), `truncated` (a 200 reply whose JSON is cut off), `leak` (the tool
+  calls are written into `content` as JSON instead of `tool_calls`), `empty_choices`;
+* `delay_s`: seconds to wait before replying;
+* `usage`: `{"input_tokens", "output_tokens"}`.
+
+A fault step consumes one request. A request past the end of a list script gets HTTP 400
+(`script exhausted`). Every request is appended to a JSONL log (authorization removed).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+Script = list[Any] | Callable[[dict[str, Any]], Any]
+
+
+class FakeOpenAIServer:
+    def __init__(self, script: Script, *, host: str = "127.0.0.1", port: int = 0, delay_s: float = 0.0,
+                 log_path: str | Path | None = None, reject_null_content: bool = False,
+                 model: str = "fake-model") -> None:
+        self.script = script
+        self.delay_s = delay_s
+        self.reject_null_content = reject_null_content
+        self.model = model
+        self.log_path = Path(log_path) if log_path else None
+        self.requests: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+        self._index = 0
+        self._lock = threading.Lock()
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> FakeOpenAIServer:
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def remaining(self) -> int:
+        return len(self.script) - self._index if isinstance(self.script, list) else 0
+
+    def next_step(self, body: dict[str, Any]) -> Any:
+        with self._lock:
+            self.requests.append(body)
+            if self.log_path:
+                with self.log_path.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps({"time": time.time(), "body": body}) + "\n")
+            if callable(self.script):
+                return self.script(body)
+            if self._index >= len(self.script):
+                self.errors.append("script exhausted")
+                return {"fault": "exhausted"}
+            step = self.script[self._index]
+            self._index += 1
+            return step
+
+
+def _tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+def completion_body(step: dict[str, Any], model: str, request: dict[str, Any]) -> dict[str, Any]:
+    calls = [
+        {"id": tc.get("id", f"call_{uuid.uuid4().hex[:8]}"), "type": "function",
+         "function": {"name": tc["name"], "arguments": tc["arguments"] if isinstance(tc["arguments"], str)
+                      else json.dumps(tc.get("arguments", {}))}}
+        for tc in step.get("tool_calls", [])
+    ]
+    content = step.get("content")
+    if step.get("fault") == "leak":
+        content = json.dumps([{"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])}
+                              for c in calls])
+        calls = []
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        msg["tool_calls"] = calls
+    usage = step.get("usage") or {}
+    prompt = json.dumps(request.get("messages", []))
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls" if calls else "stop"}],
+        "usage": {"prompt_tokens": int(usage.get("input_tokens", _tokens(prompt))),
+                  "completion_tokens": int(usage.get("output_tokens", _tokens(json.dumps(msg)))),
+                  "total_tokens": 0},
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeOpenAIServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _send(self, code: int, payload: bytes, ctype: str = "application/json",
+              headers: dict[str, str] | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(payload)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        try:
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _error(self, code: int, message: str, headers: dict[str, str] | None = None) -> None:
+        body = json.dumps({"error": {"message": message, "type": "fake_server_error", "code": code}})
+        self._send(code, body.encode(), headers=headers)
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") in ("/v1/models", "/models"):
+            data = {"object": "list", "data": [{"id": self.fake.model, "object": "model", "owned_by": "triforge"}]}
+            self._send(200, json.dumps(data).encode())
+        elif self.path.rstrip("/") == "/health":
+            self._send(200, b'{"status":"ok"}')
+        else:
+            self._error(404, f"no route {self.path}")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            self._error(404, f"no route {self.path}")
+            return
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            self._error(400, "request body is not JSON")
+            return
+        if self.fake.reject_null_content:
+            for m in body.get("messages", []):
+                if m.get("role") == "assistant" and m.get("content") is None:
+                    self._error(500, "Value is not a string: null (assistant content must be a string)")
+                    return
+        step = self.fake.next_step(body)
+        if callable(step):
+            step = step(body)
+        if isinstance(step, str):
+            step = {"content": step}
+        delay = float(step.get("delay_s", self.fake.delay_s))
+        fault = str(step.get("fault", ""))
+        if fault == "exhausted":
+            self._error(400, "fake server: script exhausted")
+            return
+        if fault == "slow":
+            time.sleep(float(step.get("delay_s", 30.0)))
+        elif delay:
+            time.sleep(delay)
+        if fault == "429":
+            self._error(429, "rate limited", {"Retry-After": str(step.get("retry_after", 1))})
+        elif fault == "500":
+            self._error(500, "internal error")
+        elif fault == "truncated":
+            full = json.dumps(completion_body(step, self.fake.model, body)).encode()
+            self._send(200, full[: len(full) // 2])
+        elif fault == "empty_choices":
+            data = completion_body(step, self.fake.model, body)
+            data["choices"] = []
+            self._send(200, json.dumps(data).encode())
+        elif body.get("stream"):
+            self._stream(completion_body(step, self.fake.model, body))
+        else:
+            self._send(200, json.dumps(completion_body(step, self.fake.model, body)).encode())
+
+    def _stream(self, data: dict[str, Any]) -> None:
+        msg = data["choices"][0]["message"]
+        base = {"id": data["id"], "object": "chat.completion.chunk", "created": data["created"],
+                "model": data["model"]}
+        chunks = [{"role": "assistant", "content": ""}]
+        text = msg.get("content") or ""
+        chunks += [{"content": text[i:i + 16]} for i in range(0, len(text), 16)]
+        for i, tc in enumerate(msg.get("tool_calls", [])):
+            chunks.append({"tool_calls": [{"index": i, **tc}]})
+        events = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in chunks]
+        events.append({**base, "choices": [{"index": 0, "delta": {},
+                                            "finish_reason": data["choices"][0]["finish_reason"]}],
+                       "usage": data["usage"]})
+        payload = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+        self._send(200, payload.encode(), ctype="text/event-stream")
+
+
+def load_script(path: str | Path) -> Script:
+    """A script file: JSON (a list of steps) or Python (defines `script` list or `reply(request)`)."""
+    from triforge.core.errors import UserError
+
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"script file {p} not found")
+    if p.suffix == ".py":
+        ns: dict[str, Any] = {}
+        exec(compile(p.read_text(), str(p), "exec"), ns)  # the user's own script file
+        if callable(ns.get("reply")):
+            return ns["reply"]
+        if isinstance(ns.get("script"), list):
+            return ns["script"]
+        raise UserError(f"{p} defines neither `script` (a list) nor `reply(request)`")
+    try:
+        data = json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise UserError(f"{p} is not valid JSON: {e.msg} at line {e.lineno}") from None
+    if not isinstance(data, list):
+        raise UserError(f"{p} must hold a JSON list of reply steps")
+    return data
