@@ -112,6 +112,14 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None):
     return Tool.from_function(fn, name)
 
 
+def _call_name(obj: Any) -> str | None:
+    if not isinstance(obj, dict):
+        return None
+    fn = obj.get("function")
+    name = fn.get("name") if isinstance(fn, dict) else obj.get("name")
+    return name if isinstance(name, str) else None
+
+
 @dataclass
 class Call:
     """A validated call to a known tool."""
@@ -166,10 +174,10 @@ class ToolSet:
     def _from_objects(self, objs: list[Any], prefix: str) -> list[Call]:
         calls = []
         for i, obj in enumerate(objs):
+            if isinstance(obj, dict) and isinstance(obj.get("function"), dict):  # OpenAI-shaped, leaked as text
+                obj = obj["function"]
             if not isinstance(obj, dict) or "name" not in obj:
                 raise FormatError('each tool call must be a JSON object {"name": ..., "arguments": {...}}')
-            if isinstance(obj.get("function"), dict):  # OpenAI-shaped object leaked as text
-                obj = obj["function"]
             args = obj.get("arguments", obj.get("parameters", {}))
             calls.append(self._make_call(f"{prefix}{i}", str(obj["name"]), args))
         return calls
@@ -192,8 +200,7 @@ class ToolSet:
             except json.JSONDecodeError:
                 return None
             objs.extend(val if isinstance(val, list) else [val])
-        if not objs or not all(isinstance(o, dict) and (o.get("name") or (o.get("function") or {}).get("name"))
-                               in self.tools for o in objs):
+        if not objs or not all(_call_name(o) in self.tools for o in objs):
             return None
         try:
             return self._from_objects(objs, "leaked_")

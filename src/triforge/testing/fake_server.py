@@ -4,7 +4,7 @@ Serves `POST /v1/chat/completions` (plain and streamed) and `GET /v1/models`. Th
 of steps or a function `(request_body) -> step`. A step is a string (text reply), or a dict with
 `content`, `tool_calls` (`[{"name", "arguments"}]`), and optionally:
 
-* `fault`: one of `429` (with `retry_after` seconds), `500`, `slow` (sleeps `delay_s`, default 30,
+* `fault`: one of `429` (with `retry_after` seconds), any other HTTP status such as `500` or `401`, `slow` (sleeps `delay_s`, default 30,
   past the client's timeout), `truncated` (a 200 reply whose JSON is cut off), `leak` (the tool
   calls are written into `content` as JSON instead of `tool_calls`), `empty_choices`;
 * `delay_s`: seconds to wait before replying;
@@ -17,6 +17,7 @@ A fault step consumes one request. A request past the end of a list script gets 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import uuid
@@ -81,13 +82,15 @@ class FakeOpenAIServer:
                 with self.log_path.open("a", encoding="utf-8") as f:
                     f.write(json.dumps({"time": time.time(), "body": body}) + "\n")
             if callable(self.script):
-                return self.script(body)
-            if self._index >= len(self.script):
+                fn = self.script
+            elif self._index >= len(self.script):
                 self.errors.append("script exhausted")
                 return {"fault": "exhausted"}
-            step = self.script[self._index]
-            self._index += 1
-            return step
+            else:
+                step = self.script[self._index]
+                self._index += 1
+                return step
+        return fn(body)  # outside the lock: a reply function may be slow, and requests run in parallel
 
 
 def _tokens(text: str) -> int:
@@ -127,6 +130,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         pass
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in separate writes; without this, Nagle + delayed ACK add ~40 ms.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _send(self, code: int, payload: bytes, ctype: str = "application/json",
               headers: dict[str, str] | None = None) -> None:
@@ -186,8 +194,8 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(delay)
         if fault == "429":
             self._error(429, "rate limited", {"Retry-After": str(step.get("retry_after", 1))})
-        elif fault == "500":
-            self._error(500, "internal error")
+        elif fault.isdigit():
+            self._error(int(fault), f"injected HTTP {fault}")
         elif fault == "truncated":
             full = json.dumps(completion_body(step, self.fake.model, body)).encode()
             self._send(200, full[: len(full) // 2])

@@ -1,0 +1,137 @@
+"""The ReAct loop on the scripted model: submit, limits, budget, format errors, sub-agents."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from triforge.core import context
+from triforge.core.budget import Budget, BudgetLimits
+from triforge.core.errors import Submitted
+from triforge.core.react import Agent, AgentConfig, AgentLimits, agent_as_tool
+from triforge.core.tools import tool
+from triforge.testing.scripted import ScriptedLLM, ScriptError, call
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: first
+        b: second
+    """
+    return a + b
+
+
+@tool
+def explode(reason: str) -> str:
+    """Always fails.
+
+    Args:
+        reason: why
+    """
+    raise RuntimeError(f"boom: {reason}")
+
+
+@tool
+def submit(answer: str) -> str:
+    """Submit.
+
+    Args:
+        answer: the answer
+    """
+    raise Submitted(answer)
+
+
+def run(script, limits=None, native=True, tools=(add, explode, submit), **kw):
+    llm = ScriptedLLM(script, native_tools=native, **kw)
+    agent = Agent(llm, list(tools), AgentConfig(limits=limits or AgentLimits()))
+    return llm, agent.run("task")
+
+
+def test_clean_submit_and_tool_results_reach_the_model():
+    llm, res = run([call("add", a=2, b=3), lambda msgs, tools: call("submit", answer=msgs[-1]["content"])])
+    assert res.status == "submitted" and res.output == "5" and res.steps == 2
+    llm.assert_done()
+    assert llm.requests[1]["messages"][-1] == {"role": "tool", "tool_call_id": "call_0_0", "content": "5"}
+
+
+def test_tool_exception_goes_back_to_the_model():
+    llm, res = run([call("explode", reason="x"), call("submit", answer="ok")])
+    assert res.submitted
+    assert "RuntimeError: boom: x" in llm.requests[1]["messages"][-1]["content"]
+
+
+def test_format_errors_are_fed_back_then_recovered():
+    llm, res = run(["no call here", call("add", a=1), call("submit", answer="done")])
+    assert res.submitted and res.format_errors == 2
+    assert "Format error" in llm.requests[1]["messages"][-1]["content"]
+    assert "a: Field required" not in llm.requests[2]["messages"][-1]["content"]
+    assert "b: Field required" in llm.requests[2]["messages"][-1]["content"]
+
+
+def test_consecutive_format_errors_are_capped():
+    llm, res = run(["x", "y", "z"], AgentLimits(max_format_errors=3))
+    assert res.status == "limits_exceeded" and "3 consecutive format errors" in res.message
+    llm.assert_done()
+
+
+def test_step_limit():
+    _, res = run([call("add", a=1, b=1)] * 3, AgentLimits(max_steps=3))
+    assert res.status == "limits_exceeded" and res.steps == 3 and "step limit" in res.message
+
+
+def test_token_and_cost_limits():
+    big = {**call("add", a=1, b=1), "usage": {"input_tokens": 600, "output_tokens": 0}}
+    _, res = run([big, big], AgentLimits(max_tokens=1000))
+    assert res.status == "limits_exceeded" and "token limit" in res.message and res.steps == 2
+    _, res = run([big, big], AgentLimits(max_cost_usd=0.001), price_in_per_mtok=1.0)
+    assert res.status == "limits_exceeded" and "cost limit" in res.message
+
+
+def test_wall_time_limit():
+    def slow(msgs, tools):
+        time.sleep(0.15)
+        return call("add", a=1, b=1)
+
+    _, res = run([slow] * 5, AgentLimits(max_wall_s=0.2))
+    assert res.status == "limits_exceeded" and "wall-time" in res.message and res.steps == 2
+
+
+def test_budget_stops_the_run_cleanly(tmp_path):
+    llm = ScriptedLLM([call("add", a=1, b=1)] * 5)
+    agent = Agent(llm, [add, submit], run_dir=tmp_path)
+    with context.use(budget=Budget(BudgetLimits(max_calls=2))):
+        res = agent.run("task")
+    assert res.status == "budget_exceeded" and res.steps == 3 and llm.remaining == 3
+    saved = json.loads((tmp_path / "agent.trajectory.json").read_text())
+    assert saved["summary"]["status"] == "budget_exceeded" and len(saved["messages"]) == 6
+
+
+def test_text_protocol_mode():
+    block = '<tool_call>\n{"name": "submit", "arguments": {"answer": "7"}}\n</tool_call>'
+    llm, res = run(["thinking...\n" + block], native=False)
+    assert res.output == "7"
+    assert "<tool_call>" in llm.requests[0]["messages"][0]["content"]
+    assert llm.requests[0]["tools"] is None
+
+
+def test_agent_as_tool():
+    inner_llm = ScriptedLLM([call("add", a=20, b=22), lambda m, t: call("submit", answer=m[-1]["content"])])
+    helper = agent_as_tool(lambda: Agent(inner_llm, [add, submit], name="adder"), "adder", "Adds numbers.")
+    outer = ScriptedLLM([call("adder", task="add 20 and 22"), lambda m, t: call("submit", answer=m[-1]["content"])])
+    res = Agent(outer, [helper, submit], name="boss").run("task")
+    assert res.output == "42"
+    inner_llm.assert_done()
+
+
+def test_scripted_model_is_strict():
+    llm = ScriptedLLM(["a"])
+    llm.complete([{"role": "user", "content": "x"}])
+    with pytest.raises(ScriptError, match="unexpected call #2"):
+        llm.complete([{"role": "user", "content": "x"}])
+    with pytest.raises(ScriptError, match="never used"):
+        ScriptedLLM(["a", "b"]).assert_done()
