@@ -47,6 +47,10 @@ def _register() -> None:
     app.add_typer(llm_cli.app, name="llm")
     app.add_typer(trace_cli.app, name="trace")
     app.command("demo")(demo_cli.demo)
+    from triforge.cli import cpagent_agent
+
+    cpagent_cli.app.command("solve")(cpagent_agent.solve)
+    cpagent_cli.app.command("bench")(cpagent_agent.bench)
     app.add_typer(cpagent_cli.app, name="cpagent")
     app.add_typer(astra_cli.app, name="astra")
     app.add_typer(maestro_cli.app, name="maestro")

@@ -42,6 +42,7 @@ class AgentConfig:
     temperature: float | None = None
     max_tokens_per_call: int | None = None
     observation_limit: int = 10_000  # characters of tool output sent back per call
+    sample: int = 0  # sample index: repeated runs (seeds) stay distinct in the response cache
 
 
 @dataclass
@@ -142,6 +143,7 @@ class Agent:
             tools=self.tools.schemas() if self.native else None,
             temperature=self.config.temperature,
             max_tokens=self.config.max_tokens_per_call,
+            sample=self.config.sample,
         )
         res.usage.input_tokens += comp.usage.input_tokens
         res.usage.output_tokens += comp.usage.output_tokens

@@ -1,0 +1,138 @@
+"""`triforge cpagent solve` and `triforge cpagent bench`: the constraint-modelling agent."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from triforge.cli.common import console
+from triforge.core.budget import Budget, BudgetLimits
+from triforge.core.errors import UserError
+from triforge.core.llm import get_llm
+from triforge.core.react import AgentLimits
+from triforge.cpagent.agent import CPAgentConfig
+from triforge.cpagent.task import CPTask, task_from_file, task_from_problem
+
+ModelOpt = typer.Option(None, "--model", "-m", help="Model alias (triforge.toml), or a raw name with --base-url.")
+BaseUrlOpt = typer.Option(None, "--base-url", help="OpenAI-compatible base URL.")
+KeyEnvOpt = typer.Option(None, "--api-key-env", help="Environment variable holding the API key.")
+PromptOpt = typer.Option(None, "--project-prompt", help="Jinja template replacing the built-in CPMpy guide.")
+
+
+def _config(max_steps: int, max_tokens: int | None, max_cost: float | None, max_wall: float | None,
+            project_prompt: Path | None, fresh_check: bool) -> CPAgentConfig:
+    if project_prompt is not None and not project_prompt.is_file():
+        raise UserError(f"project prompt {project_prompt} not found")
+    return CPAgentConfig(
+        limits=AgentLimits(max_steps=max_steps, max_tokens=max_tokens, max_cost_usd=max_cost, max_wall_s=max_wall),
+        project_prompt=project_prompt, fresh_check=fresh_check)
+
+
+@contextlib.contextmanager
+def _llm(model: str | None, base_url: str | None, api_key_env: str | None):
+    llm = get_llm(model, base_url=base_url, api_key_env=api_key_env)
+    try:
+        yield llm
+    finally:
+        close = getattr(llm, "close", None)
+        if callable(close):
+            close()
+
+
+def _tasks(data: Path | None, problems: list[str] | None, file: Path | None) -> list[CPTask]:
+    if file is not None:
+        return [task_from_file(file)]
+    if data is None:
+        raise UserError("give a problem: --data DIR --problem ID, or --file PROBLEM.md")
+    from triforge.cpagent.dataset import load_dataset, load_problem
+
+    if problems:
+        return [task_from_problem(load_problem(data, pid)) for pid in problems]
+    return [task_from_problem(p) for p in load_dataset(data)]
+
+
+def solve(
+    data: Path = typer.Option(None, "--data", help="A DCP-Bench folder (with --problem)."),
+    problem: str = typer.Option(None, "--problem", help="Problem id in --data."),
+    file: Path = typer.Option(None, "--file", help="A problem written in a text or Markdown file."),
+    model: str = ModelOpt, base_url: str = BaseUrlOpt, api_key_env: str = KeyEnvOpt,
+    out: Path = typer.Option(..., "--out", help="Run directory (re-running resumes)."),
+    project_prompt: Path = PromptOpt,
+    max_steps: int = typer.Option(30, "--max-steps"),
+    max_tokens: int = typer.Option(None, "--max-tokens", help="Token limit for the agent (input + output)."),
+    max_cost: float = typer.Option(None, "--max-cost", help="USD limit."),
+    max_wall: float = typer.Option(None, "--max-wall", help="Wall-time limit in seconds."),
+    no_fresh_check: bool = typer.Option(False, "--no-fresh-check", help="Accept submissions unchecked (ablation)."),
+) -> None:
+    """Solve one constraint problem with the agent; graded strictly on every instance when --data is given."""
+    from triforge.cpagent.solve import solve_task
+
+    if data is not None and not problem and file is None:
+        raise UserError("--data needs --problem ID (or use `cpagent bench` for many problems)")
+    [task] = _tasks(data, [problem] if problem else None, file)
+    config = _config(max_steps, max_tokens, max_cost, max_wall, project_prompt, not no_fresh_check)
+    with _llm(model, base_url, api_key_env) as llm:
+        console.print(f"cpagent on [bold]{task.id}[/] with model [bold]{llm.alias}[/] ({llm.config.model})")
+        rec = solve_task(task, llm, out, config=config)
+    g = rec.get("grade", {})
+    console.print(f"agent: {rec['status']} after {rec['steps']} steps; grade: [bold]{g.get('status')}[/]")
+    for reason in g.get("reasons", [])[:5]:
+        console.print(f"  - {reason}")
+    console.print(f"run directory: {out} (solution.py, solution.json, trace.html, report.md)")
+    if rec["status"] == "endpoint_error":
+        console.print("[red]the endpoint failed; the run directory is intact: re-run the same command to resume[/]")
+        raise typer.Exit(2)
+    if g.get("status") not in ("correct", "ungraded"):
+        raise typer.Exit(1)
+
+
+def bench(
+    data: Path = typer.Option(..., "--data", help="A DCP-Bench folder."),
+    problems: list[str] = typer.Option(None, "--problem", help="Only these problem ids (repeatable)."),
+    model: str = ModelOpt, base_url: str = BaseUrlOpt, api_key_env: str = KeyEnvOpt,
+    out: Path = typer.Option(..., "--out", help="Run directory (re-running resumes and skips finished work)."),
+    jobs: int = typer.Option(4, "--jobs", min=1, help="Problems in parallel."),
+    seeds: int = typer.Option(1, "--seeds", min=1, help="Runs per problem (pass^k)."),
+    project_prompt: Path = PromptOpt,
+    max_steps: int = typer.Option(30, "--max-steps"),
+    max_tokens: int = typer.Option(None, "--max-tokens"),
+    max_cost: float = typer.Option(None, "--max-cost", help="USD limit per problem."),
+    max_wall: float = typer.Option(None, "--max-wall", help="Wall-time limit per problem in seconds."),
+    budget_usd: float = typer.Option(None, "--budget-usd", help="Hard USD limit for the whole benchmark."),
+    no_fresh_check: bool = typer.Option(False, "--no-fresh-check", help="Accept submissions unchecked (ablation)."),
+) -> None:
+    """Run the agent on every problem (x seeds) in parallel, grade strictly, write reports."""
+    from triforge.cpagent.bench import run_bench
+
+    tasks = _tasks(data, problems, None)
+    config = _config(max_steps, max_tokens, max_cost, max_wall, project_prompt, not no_fresh_check)
+    budget = Budget(BudgetLimits(max_usd=budget_usd)) if budget_usd else None
+    with _llm(model, base_url, api_key_env) as llm, Progress(
+        TextColumn("[bold]cpagent bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.description}"), console=console, transient=False,
+    ) as progress:
+        bar = progress.add_task("", total=len(tasks) * seeds)
+        prior = _finished(out)
+        progress.update(bar, advance=prior)
+
+        def done(key: str, rec: dict[str, Any]) -> None:
+            progress.update(bar, advance=1, description=f"{key}: {rec.get('grade', {}).get('status')}")
+
+        summary = run_bench(tasks, llm, out, seeds=seeds, jobs=jobs, config=config, budget=budget, on_done=done)
+    k = summary["seeds"]
+    console.print(f"pass@1 {summary['pass_at_1']:.1%}  pass^{k} {summary[f'pass^{k}']:.1%}  grades {summary['grades']}")
+    console.print(f"reports: {out}/report.md, {out}/report.html, {out}/results.json")
+
+
+def _finished(out: Path) -> int:
+    from triforge.core.rundir import RunDir
+    from triforge.cpagent.solve import FINAL
+
+    if not (out / "results.json").is_file():
+        return 0
+    runs = RunDir(out).load_results().get("runs", {})
+    return sum(r.get("status") in FINAL for r in runs.values())

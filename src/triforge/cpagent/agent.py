@@ -1,0 +1,177 @@
+"""The cpagent: a general Python coding agent (ReAct over a persistent IPython kernel) for CPMpy models.
+
+No constraint-programming logic lives here: domain knowledge comes only from the project prompt.
+The harness adds checks around the agent: a fresh-run check of every submission, an unsat-core
+explanation on request, and an optimality proof for optimisation problems.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from triforge.core.errors import FormatError, Submitted
+from triforge.core.llm import LLM
+from triforge.core.proc import run as run_proc
+from triforge.core.react import Agent, AgentConfig, AgentLimits, AgentResult
+from triforge.core.sandbox import ExecResult, KernelSandbox
+from triforge.core.tools import Tool, tool
+from triforge.cpagent.kernel_tools import explain_code, prove_code
+from triforge.cpagent.output import OutputError, key_errors, parse_solution
+from triforge.cpagent.task import CPTask, system_prompt, task_prompt
+
+
+@dataclass
+class CPAgentConfig:
+    limits: AgentLimits = field(default_factory=lambda: AgentLimits(max_steps=30))
+    project_prompt: str | Path | None = None  # a Jinja template replacing the built-in CPMpy guide
+    fresh_check: bool = True  # run a submission fresh before accepting it (off only for ablations)
+    cell_timeout_s: float = 60.0
+    sandbox_options: dict[str, Any] = field(default_factory=dict)
+    temperature: float | None = None
+    sample: int = 0
+
+
+@dataclass
+class FreshRun:
+    ok: bool
+    reason: str
+    stdout: str = ""
+    solution: dict[str, Any] | None = None
+    duration_s: float = 0.0
+
+
+def fresh_run(code: str, task: CPTask, timeout_s: float | None = None) -> FreshRun:
+    """Run a program in a new process and a new directory; it must print one JSON object with the keys."""
+    limit = timeout_s or max(task.time_limit_s, 10.0)
+    with tempfile.TemporaryDirectory(prefix="triforge-fresh-") as d:
+        prog = Path(d) / "solution.py"
+        prog.write_text(code, encoding="utf-8")
+        res = run_proc([sys.executable, "-I", str(prog)], timeout=limit, cwd=d, output_limit=20_000,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "MPLBACKEND": "Agg"})
+    if res.timed_out:
+        return FreshRun(False, f"the program did not finish within {limit:g} s", res.stdout, None, res.duration_s)
+    if res.returncode != 0:
+        tail = res.stderr.strip().splitlines()[-12:]
+        return FreshRun(False, f"the program exited with code {res.returncode}:\n" + "\n".join(tail),
+                        res.stdout, None, res.duration_s)
+    try:
+        sol = parse_solution(res.stdout)
+    except OutputError as e:
+        return FreshRun(False, f"its output is not one JSON object: {e}. Output was: {res.stdout[:500]!r}",
+                        res.stdout, None, res.duration_s)
+    if task.output_keys and (errs := key_errors(sol, task.output_keys)):
+        return FreshRun(False, "; ".join(errs) + f" (required keys: {', '.join(task.output_keys)})",
+                        res.stdout, sol, res.duration_s)
+    return FreshRun(True, "ok", res.stdout, sol, res.duration_s)
+
+
+def describe(res: ExecResult) -> str:
+    """An execution result as the model will read it."""
+    parts = []
+    if res.stdout:
+        parts.append(res.stdout.rstrip())
+    if res.result is not None:
+        parts.append(f"Out: {res.result}")
+    if res.stderr.strip():
+        parts.append(f"[stderr]\n{res.stderr.rstrip()}")
+    if res.error is not None:
+        tb = res.error.traceback.strip().splitlines()[-15:]
+        parts.append(f"{res.error.name}: {res.error.value}\n" + "\n".join(tb))
+    if res.timed_out:
+        parts.append("[the cell hit its time limit and was interrupted]")
+    if res.restarted:
+        parts.append("[the kernel was restarted: every variable and import is gone; re-run your setup]")
+    if res.notice:
+        parts.append(f"[{res.notice}]")
+    return "\n".join(parts) if parts else "(no output)"
+
+
+class CPAgentTools:
+    """The agent's tools, bound to one task and one sandbox."""
+
+    def __init__(self, task: CPTask, sandbox: KernelSandbox, config: CPAgentConfig) -> None:
+        self.task = task
+        self.sandbox = sandbox
+        self.config = config
+        self.fresh_checks: list[FreshRun] = []
+
+    def tools(self) -> list[Tool]:
+        task, sandbox, cfg = self.task, self.sandbox, self.config
+
+        @tool
+        def python_exec(code: str) -> str:
+            """Run Python code in your persistent IPython kernel and see what it prints.
+
+            Args:
+                code: Python source; variables and imports persist between calls
+            """
+            return describe(sandbox.execute(code, timeout=cfg.cell_timeout_s))
+
+        @tool
+        def explain_infeasible() -> str:
+            """Explain why your current CPMpy model (the variable `model`) has no solution.
+
+            Returns a minimal subset of its constraints that cannot all hold together.
+            """
+            return describe(sandbox.execute(explain_code(min(cfg.cell_timeout_s, 60)), timeout=cfg.cell_timeout_s + 30))
+
+        @tool
+        def prove_optimal() -> str:
+            """Check that your optimisation model (the variable `model`) is solved to a proven optimum.
+
+            Solves it, then asks whether a strictly better objective value exists.
+            """
+            return describe(sandbox.execute(prove_code(min(cfg.cell_timeout_s, 120)), timeout=cfg.cell_timeout_s * 2 + 30))
+
+        @tool
+        def submit(code: str) -> str:
+            """Hand in your final, complete program. It is run fresh and must print only the JSON solution.
+
+            Args:
+                code: the whole self-contained Python program
+            """
+            if not cfg.fresh_check:
+                raise Submitted({"code": code, "fresh_run": None})
+            fr = fresh_run(code, task)
+            self.fresh_checks.append(fr)
+            if not fr.ok:
+                raise FormatError(f"submission not accepted: {fr.reason}. Fix the program and submit again.")
+            raise Submitted({"code": code, "fresh_run": {"solution": fr.solution, "duration_s": fr.duration_s}},
+                            "submitted after a clean fresh run")
+
+        tools = [python_exec, explain_infeasible, submit]
+        if task.is_optimization:
+            tools.insert(2, prove_optimal)
+        return tools
+
+
+def run_cpagent(
+    llm: LLM,
+    task: CPTask,
+    *,
+    config: CPAgentConfig | None = None,
+    run_dir: str | Path | None = None,
+    sandbox: KernelSandbox | None = None,
+) -> tuple[AgentResult, CPAgentTools]:
+    """Run the agent on one task; the sandbox is created (and closed) here unless one is given."""
+    config = config or CPAgentConfig()
+    own = sandbox is None
+    sb = sandbox or KernelSandbox(**{"timeout": config.cell_timeout_s, **config.sandbox_options})
+    try:
+        bound = CPAgentTools(task, sb, config)
+        agent = Agent(
+            llm,
+            bound.tools(),
+            AgentConfig(system=system_prompt(task, config.project_prompt), limits=config.limits,
+                        temperature=config.temperature, sample=config.sample),
+            name="cpagent",
+            run_dir=run_dir,
+        )
+        return agent.run(task_prompt(task)), bound
+    finally:
+        if own:
+            sb.close()

@@ -1,0 +1,102 @@
+"""Summaries and reports (Markdown and self-contained HTML with a chart) of a cpagent benchmark."""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+
+def _correct(rec: dict[str, Any] | None) -> bool:
+    return bool(rec) and rec.get("grade", {}).get("status") == "correct"
+
+
+def summarize(runs: dict[str, Any], problem_ids: list[str], seeds: int) -> dict[str, Any]:
+    per_problem = {}
+    for pid in problem_ids:
+        recs = [runs.get(f"{pid}#seed{s}") for s in range(seeds)]
+        done = [r for r in recs if r]
+        per_problem[pid] = {
+            "pass_at_1": sum(_correct(r) for r in recs) / seeds,
+            "pass_all": all(_correct(r) for r in recs),
+            "runs": len(done),
+            "grades": [r.get("grade", {}).get("status") if r else "missing" for r in recs],
+            "steps": sum(r.get("steps", 0) for r in done),
+            "input_tokens": sum(r.get("input_tokens", 0) for r in done),
+            "output_tokens": sum(r.get("output_tokens", 0) for r in done),
+            "cost_usd": sum(r.get("cost_usd", 0.0) for r in done),
+            "wall_s": sum(r.get("wall_s", 0.0) for r in done),
+            "reasons": sorted({x for r in done if not _correct(r) for x in r.get("grade", {}).get("reasons", [])})[:5],
+        }
+    n = max(len(problem_ids), 1)
+    grades = Counter(g for p in per_problem.values() for g in p["grades"])
+    return {
+        "problems": len(problem_ids),
+        "seeds": seeds,
+        "pass_at_1": sum(p["pass_at_1"] for p in per_problem.values()) / n,
+        f"pass^{seeds}": sum(p["pass_all"] for p in per_problem.values()) / n,
+        "grades": dict(grades),
+        "steps": sum(p["steps"] for p in per_problem.values()),
+        "input_tokens": sum(p["input_tokens"] for p in per_problem.values()),
+        "output_tokens": sum(p["output_tokens"] for p in per_problem.values()),
+        "cost_usd": sum(p["cost_usd"] for p in per_problem.values()),
+        "wall_s_total": sum(p["wall_s"] for p in per_problem.values()),
+        "per_problem": per_problem,
+    }
+
+
+def _md(summary: dict[str, Any], model: str) -> str:
+    k = summary["seeds"]
+    lines = [
+        f"# cpagent benchmark: model `{model}`", "",
+        f"{summary['problems']} problems x {k} seeds: pass@1 **{summary['pass_at_1']:.1%}**, "
+        f"pass^{k} **{summary[f'pass^{k}']:.1%}**; grades {summary['grades']}; "
+        f"{summary['input_tokens']} input / {summary['output_tokens']} output tokens, ${summary['cost_usd']:.4f}.",
+        "", "| problem | pass@1 | grades | steps | tokens in/out | wall s | why not |", "|---|---|---|---|---|---|---|",
+    ]
+    for pid, p in summary["per_problem"].items():
+        why = "; ".join(p["reasons"])[:160].replace("|", "/")
+        lines.append(f"| {pid} | {p['pass_at_1']:.2f} | {' '.join(map(str, p['grades']))} | {p['steps']} | "
+                     f"{p['input_tokens']}/{p['output_tokens']} | {p['wall_s']:.1f} | {why} |")
+    return "\n".join(lines) + "\n"
+
+
+_COLORS = {"correct": "#3a9a5b", "incorrect": "#d0533f", "not_submitted": "#c9922e", "ungraded": "#888",
+           "harness_error": "#6b3fa0", "missing": "#ccc"}
+
+
+def _chart(summary: dict[str, Any]) -> str:
+    grades = summary["grades"]
+    total = max(sum(grades.values()), 1)
+    x, bars, legend = 0.0, [], []
+    for i, (g, n) in enumerate(sorted(grades.items())):
+        w = 600 * n / total
+        color = _COLORS.get(g, "#999")
+        bars.append(f"<rect x='{x:.1f}' y='0' width='{w:.1f}' height='30' fill='{color}'/>")
+        legend.append(f"<rect x='{i * 150}' y='40' width='12' height='12' fill='{color}'/>"
+                      f"<text x='{i * 150 + 16}' y='51' font-size='12'>{html.escape(g)}: {n}</text>")
+        x += w
+    return f"<svg width='620' height='60' xmlns='http://www.w3.org/2000/svg'>{''.join(bars + legend)}</svg>"
+
+
+def render_reports(out: Path, summary: dict[str, Any], runs: dict[str, Any], model: str) -> None:
+    (out / "report.md").write_text(_md(summary, model), encoding="utf-8")
+    k = summary["seeds"]
+    rows = "".join(
+        f"<tr><td>{html.escape(pid)}</td><td>{p['pass_at_1']:.2f}</td><td>{html.escape(' '.join(map(str, p['grades'])))}"
+        f"</td><td>{p['steps']}</td><td>{p['input_tokens']}/{p['output_tokens']}</td><td>{p['wall_s']:.1f}</td>"
+        f"<td>{html.escape('; '.join(p['reasons'])[:300])}</td></tr>"
+        for pid, p in summary["per_problem"].items()
+    )
+    doc = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>cpagent benchmark</title>"
+        "<style>body{font-family:system-ui,sans-serif;margin:1.5em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:.2em .5em}</style></head><body>"
+        f"<h1>cpagent benchmark: {html.escape(model)}</h1>"
+        f"<p>{summary['problems']} problems x {k} seeds: pass@1 <b>{summary['pass_at_1']:.1%}</b>, "
+        f"pass^{k} <b>{summary[f'pass^{k}']:.1%}</b></p>{_chart(summary)}"
+        "<table><tr><th>problem</th><th>pass@1</th><th>grades</th><th>steps</th><th>tokens in/out</th>"
+        f"<th>wall s</th><th>why not</th></tr>{rows}</table></body></html>"
+    )
+    (out / "report.html").write_text(doc, encoding="utf-8")

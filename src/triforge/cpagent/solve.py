@@ -1,0 +1,101 @@
+"""Solve one problem with the cpagent into a run directory, and grade it when it is a CP-Bench problem."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from triforge.core import context
+from triforge.core.budget import Budget
+from triforge.core.llm import LLM
+from triforge.core.rundir import RunDir
+from triforge.core.sandbox import KernelSandbox
+from triforge.core.trace import Tracer
+from triforge.core.trace_view import render_html
+from triforge.cpagent.agent import CPAgentConfig, fresh_run, run_cpagent
+from triforge.cpagent.task import CPTask
+
+FINAL = {"submitted", "limits_exceeded", "budget_exceeded"}  # statuses a resume does not redo
+
+
+def grade_solution(task: CPTask, program: Path, solver: str = "ortools") -> dict[str, Any]:
+    """Strict verdicts of the submitted program on every instance of the problem."""
+    from triforge.cpagent.grader import grade_program
+
+    problem: Any = task.problem
+    verdicts = grade_program(problem, program, instances=list(range(problem.n_instances)), solver=solver)
+    items = [v.to_json() if hasattr(v, "to_json") else asdict(v) for v in verdicts]
+    correct = all(v.get("verdict") == "correct" for v in items)
+    return {"status": "correct" if correct else "incorrect", "instances": items,
+            "reasons": sorted({r for v in items if v.get("verdict") != "correct" for r in v.get("reasons", [])})}
+
+
+def solve_task(
+    task: CPTask,
+    llm: LLM,
+    out: str | Path,
+    *,
+    config: CPAgentConfig | None = None,
+    sandbox: KernelSandbox | None = None,
+    budget: Budget | None = None,
+    grade: bool = True,
+    resume: bool = True,
+) -> dict[str, Any]:
+    """Run the agent on `task`, leave solution.py/solution.json/trace/report in `out`, return the record."""
+    rd = RunDir(out)
+    previous = rd.load_results()
+    if resume and previous.get("status") in FINAL:
+        return previous
+    config = config or CPAgentConfig()
+    rd.write_config({"task": task.id, "model": {"alias": llm.alias, **llm.config.model_dump()},
+                     "limits": asdict(config.limits), "fresh_check": config.fresh_check,
+                     "project_prompt": str(config.project_prompt or "built-in"), "sample": config.sample})
+    tracer = Tracer(rd.path)
+    with context.use(tracer=tracer, budget=budget):
+        result, bound = run_cpagent(llm, task, config=config, run_dir=rd.path, sandbox=sandbox)
+    record: dict[str, Any] = {"problem": task.id, "model": llm.alias, **result.summary(),
+                              "fresh_checks_failed": sum(not f.ok for f in bound.fresh_checks)}
+    if result.submitted:
+        code = result.output["code"]
+        (rd.path / "solution.py").write_text(code, encoding="utf-8")
+        fr = result.output.get("fresh_run")
+        solution = fr["solution"] if fr else None
+        if solution is None:  # the fresh check was off: run it once now, for solution.json
+            fr2 = fresh_run(code, task)
+            solution = fr2.solution if fr2.ok else None
+            record["unchecked_submission_ok"] = fr2.ok
+        if solution is not None:
+            (rd.path / "solution.json").write_text(json.dumps(solution, indent=1), encoding="utf-8")
+        record["solution"] = solution
+    if not result.submitted:
+        record["grade"] = {"status": "not_submitted", "reasons": [f"{result.status}: {result.message}"]}
+    elif not (grade and task.gradable):
+        why = "no CP-Bench problem given (a plain problem file has no reference to grade against)"
+        record["grade"] = {"status": "ungraded", "reasons": [why]}
+    else:
+        record["grade"] = grade_solution(task, rd.path / "solution.py")
+    rd.write_results(record)
+    rd.write_report(report_md(task, record))
+    render_html(rd.path)
+    return record
+
+
+def report_md(task: CPTask, r: dict[str, Any]) -> str:
+    g = r.get("grade", {})
+    lines = [
+        f"# cpagent: {task.id}", "",
+        f"- model: `{r['model']}`",
+        f"- agent status: **{r['status']}** ({r['message']})",
+        f"- grade: **{g.get('status')}**",
+        f"- steps {r['steps']}, tokens {r['input_tokens']} in / {r['output_tokens']} out, "
+        f"cost ${r['cost_usd']:.4f}, wall {r['wall_s']:.1f} s, format errors {r['format_errors']}, "
+        f"rejected submissions {r['fresh_checks_failed']}",
+    ]
+    if g.get("reasons"):
+        lines += ["", "## Why not correct", *[f"- {x}" for x in g["reasons"][:20]]]
+    for v in g.get("instances", []):
+        lines.append(f"- instance {v.get('instance')}: {v.get('verdict')}")
+    lines += ["", "Files: `solution.py`, `solution.json`, `trace.jsonl`, `trace.html`, `cpagent.trajectory.json`."]
+    return "\n".join(lines) + "\n"
