@@ -93,7 +93,9 @@ def report_md(task: CPTask, r: dict[str, Any]) -> str:
         f"cost ${r['cost_usd']:.4f}, wall {r['wall_s']:.1f} s, format errors {r['format_errors']}, "
         f"rejected submissions {r['fresh_checks_failed']}",
     ]
-    if g.get("reasons"):
+    if g.get("status") == "ungraded":
+        lines += ["", "This result could not be graded: " + "; ".join(g.get("reasons", []))]
+    elif g.get("reasons"):
         lines += ["", "## Why not correct", *[f"- {x}" for x in g["reasons"][:20]]]
     for v in g.get("instances", []):
         lines.append(f"- instance {v.get('instance')}: {v.get('verdict')}")

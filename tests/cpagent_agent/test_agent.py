@@ -1,0 +1,174 @@
+"""The cpagent with scripted models (fixtures, not results): solve, unsat core, rejected submissions,
+hostile cells, endpoint faults with resume, budget stops."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from triforge.core.budget import Budget, BudgetLimits
+from triforge.core.config import ModelConfig
+from triforge.core.llm import OpenAICompatLLM
+from triforge.core.react import AgentLimits
+from triforge.cpagent.agent import CPAgentConfig, fresh_run, run_cpagent
+from triforge.cpagent.solve import solve_task
+from triforge.cpagent.task import CPTask, task_from_file
+from triforge.testing.fake_server import FakeOpenAIServer
+from triforge.testing.scripted import ScriptedLLM, call
+
+TASK = CPTask(
+    id="pick",
+    description="Choose integers x and y in 0..9 with x + y == 12 and x - y == 2.",
+    data="total = 12\ndiff = 2",
+    output_keys=("x", "y"),
+)
+GOOD = """# Data
+total = 12
+diff = 2
+# End of data
+import json
+import cpmpy as cp
+x, y = cp.intvar(0, 9, shape=2, name=["x", "y"])
+model = cp.Model(x + y == total, x - y == diff)
+assert model.solve()
+print(json.dumps({"x": int(x.value()), "y": int(y.value())}))
+"""
+INFEASIBLE = "import cpmpy as cp\nx, y = cp.intvar(0, 9, shape=2, name=['x','y'])\n" \
+             "model = cp.Model(x + y == 12, x - y == 2, x < 5)\nprint(model.solve())"
+
+
+def tool_outputs(res):
+    return [m["content"] for m in res.messages if m["role"] == "tool"]
+
+
+def test_clean_solve(tmp_path):
+    llm = ScriptedLLM([call("python_exec", code=GOOD), call("submit", code=GOOD)])
+    rec = solve_task(TASK, llm, tmp_path / "run")
+    assert rec["status"] == "submitted" and rec["solution"] == {"x": 7, "y": 5}
+    assert rec["grade"]["status"] == "ungraded"
+    for f in ("solution.py", "solution.json", "trace.jsonl", "trace.html", "report.md", "results.json"):
+        assert (tmp_path / "run" / f).is_file(), f
+    assert json.loads((tmp_path / "run" / "solution.json").read_text()) == {"x": 7, "y": 5}
+    llm.assert_done()
+
+
+def test_state_persists_between_cells():
+    llm = ScriptedLLM([call("python_exec", code="secret = 41"), call("python_exec", code="secret + 1"),
+                       call("submit", code=GOOD)])
+    res, _ = run_cpagent(llm, TASK)
+    assert "Out: 42" in tool_outputs(res)[1]
+
+
+def test_infeasible_model_explained_then_fixed():
+    llm = ScriptedLLM([call("python_exec", code=INFEASIBLE), call("explain_infeasible"),
+                       call("python_exec", code=GOOD), call("submit", code=GOOD)])
+    res, _ = run_cpagent(llm, TASK)
+    outs = tool_outputs(res)
+    assert outs[0].strip() == "False"
+    assert "unsatisfiable" in outs[1] and "x < 5" in outs[1]
+    assert res.submitted
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        (GOOD.replace('print(json.dumps({"x"', 'print("answer:"); print(json.dumps({"x"'), "wrapped in other output"),
+        (GOOD.replace('"y": int(y.value())', '"z": int(y.value())'), "missing key(s): y"),
+        (GOOD.replace("import json\n", "import json\nraise SystemExit(3)\n"), "exited with code 3"),
+        (GOOD.replace("print(json.dumps", "pass  # print(json.dumps"), "no output"),
+        ("import time\ntime.sleep(30)\n", "did not finish"),
+    ],
+)
+def test_submission_failing_fresh_run_is_rejected_then_corrected(bad, reason):
+    llm = ScriptedLLM([call("submit", code=bad), call("submit", code=GOOD)])
+    task = CPTask(**{**TASK.__dict__, "time_limit_s": 3.0}) if "sleep" in bad else TASK
+    res, bound = run_cpagent(llm, task, config=CPAgentConfig())
+    assert res.submitted and res.output["fresh_run"]["solution"] == {"x": 7, "y": 5}
+    rejection = tool_outputs(res)[0]
+    assert rejection.startswith("Rejected: submission not accepted") and reason in rejection
+    assert [f.ok for f in bound.fresh_checks] == [False, True]
+
+
+def test_ablation_accepts_unchecked_submission():
+    bad = GOOD.replace('"y": int', '"z": int')
+    llm = ScriptedLLM([call("submit", code=bad)])
+    res, bound = run_cpagent(llm, TASK, config=CPAgentConfig(fresh_check=False))
+    assert res.submitted and bound.fresh_checks == []
+
+
+def test_hostile_cell_is_survived():
+    llm = ScriptedLLM([call("python_exec", code="while True:\n    pass"), call("python_exec", code="print('alive')"),
+                       call("submit", code=GOOD)])
+    res, _ = run_cpagent(llm, TASK, config=CPAgentConfig(cell_timeout_s=1.5))
+    outs = tool_outputs(res)
+    assert "time limit" in outs[0]
+    assert "alive" in outs[1] and res.submitted
+
+
+def test_optimisation_tools_and_prompt():
+    task = CPTask(id="opt", description="Minimise x subject to x >= 3, x in 0..9.", output_keys=("x",),
+                  is_optimization=True)
+    code = "import cpmpy as cp\nx = cp.intvar(0, 9, name='x')\nmodel = cp.Model(x >= 3)\nmodel.minimize(x)"
+    llm = ScriptedLLM([call("python_exec", code=code), call("prove_optimal"),
+                       call("submit", code=code + "\nmodel.solve()\nimport json\nprint(json.dumps({'x': int(x.value())}))")])
+    res, _ = run_cpagent(llm, task)
+    assert "Proven optimal: objective 3" in tool_outputs(res)[1]
+    assert "prove_optimal" in llm.requests[0]["messages"][0]["content"]
+    assert "prove_optimal" in [t["function"]["name"] for t in llm.requests[0]["tools"]]
+
+
+def test_budget_stop_keeps_run_dir(tmp_path):
+    llm = ScriptedLLM([call("python_exec", code="1")] * 3)
+    rec = solve_task(TASK, llm, tmp_path / "r", budget=Budget(BudgetLimits(max_calls=2)))
+    assert rec["status"] == "budget_exceeded" and rec["grade"]["status"] == "not_submitted"
+    assert (tmp_path / "r" / "trace.jsonl").is_file() and (tmp_path / "r" / "results.json").is_file()
+
+
+def test_endpoint_fault_mid_run_then_resume(tmp_path):
+    out = tmp_path / "run"
+    first = [call("python_exec", code="x = 1"), {"fault": "500"}, {"fault": "500"}]
+    with FakeOpenAIServer(first) as srv:
+        llm = OpenAICompatLLM("fake", ModelConfig(model="fake-model", base_url=srv.base_url, max_retries=1),
+                              sleep=lambda s: None)
+        rec = solve_task(TASK, llm, out)
+    assert rec["status"] == "endpoint_error" and "gave up after 2 attempts" in rec["message"]
+    assert json.loads((out / "results.json").read_text())["status"] == "endpoint_error"
+    assert (out / "trace.jsonl").read_text().count('"kind": "tool"') == 1
+    with FakeOpenAIServer([call("submit", code=GOOD)]) as srv:
+        llm = OpenAICompatLLM("fake", ModelConfig(model="fake-model", base_url=srv.base_url))
+        rec = solve_task(TASK, llm, out)
+        assert rec["status"] == "submitted"
+        again = solve_task(TASK, llm, out)  # finished: a resume does nothing
+    assert again == rec and len(srv.requests) == 1
+
+
+def test_problem_file_without_output_format(tmp_path):
+    f = tmp_path / "p.md"
+    f.write_text("Find a number between 1 and 3.")
+    task = task_from_file(f)
+    assert task.output_keys == () and not task.gradable
+    code = "import json\nprint(json.dumps({'n': 2}))"
+    rec = solve_task(task, ScriptedLLM([call("submit", code=code)]), tmp_path / "r")
+    assert rec["status"] == "submitted" and rec["grade"]["status"] == "ungraded"
+    assert "could not be graded" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_problem_file_keys_from_line_or_json_example(tmp_path):
+    f = tmp_path / "a.md"
+    f.write_text("Maximize profit.\n\nOutput keys: plan, profit\n")
+    t = task_from_file(f)
+    assert t.output_keys == ("plan", "profit") and t.is_optimization
+    f.write_text('Colour the map.\n```json\n{"colors": [1, 2], "k": 2}\n```\n')
+    assert task_from_file(f).output_keys == ("colors", "k")
+
+
+def test_fresh_run_is_isolated_from_the_kernel(tmp_path):
+    fr = fresh_run("import json\nprint(json.dumps({'x': secret}))", TASK)
+    assert not fr.ok and "NameError" in fr.reason
+
+
+def test_limits_from_config():
+    llm = ScriptedLLM([call("python_exec", code="1")] * 2)
+    res, _ = run_cpagent(llm, TASK, config=CPAgentConfig(limits=AgentLimits(max_steps=2)))
+    assert res.status == "limits_exceeded"
