@@ -10,7 +10,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from triforge.cli.common import console
+from triforge.core import context
 from triforge.core.budget import Budget, BudgetLimits
+from triforge.core.cache import open_cache
 from triforge.core.errors import UserError
 from triforge.core.llm import get_llm
 from triforge.core.react import AgentLimits
@@ -21,6 +23,7 @@ ModelOpt = typer.Option(None, "--model", "-m", help="Model alias (triforge.toml)
 BaseUrlOpt = typer.Option(None, "--base-url", help="OpenAI-compatible base URL.")
 KeyEnvOpt = typer.Option(None, "--api-key-env", help="Environment variable holding the API key.")
 PromptOpt = typer.Option(None, "--project-prompt", help="Jinja template replacing the built-in CPMpy guide.")
+CacheOpt = typer.Option(None, "--cache", help="Response cache: off, rw or replay (default: triforge.toml's `cache`).")
 
 
 def _config(max_steps: int, max_tokens: int | None, max_cost: float | None, max_wall: float | None,
@@ -33,11 +36,15 @@ def _config(max_steps: int, max_tokens: int | None, max_cost: float | None, max_
 
 
 @contextlib.contextmanager
-def _llm(model: str | None, base_url: str | None, api_key_env: str | None):
+def _llm(model: str | None, base_url: str | None, api_key_env: str | None, cache_mode: str | None = None):
+    cache = open_cache(cache_mode)
     llm = get_llm(model, base_url=base_url, api_key_env=api_key_env)
     try:
-        yield llm
+        with context.use(cache=cache):
+            yield llm
     finally:
+        if cache is not None:
+            cache.close()
         close = getattr(llm, "close", None)
         if callable(close):
             close()
@@ -67,6 +74,7 @@ def solve(
     max_cost: float = typer.Option(None, "--max-cost", help="USD limit."),
     max_wall: float = typer.Option(None, "--max-wall", help="Wall-time limit in seconds."),
     no_fresh_check: bool = typer.Option(False, "--no-fresh-check", help="Accept submissions unchecked (ablation)."),
+    cache: str = CacheOpt,
 ) -> None:
     """Solve one constraint problem with the agent; graded strictly on every instance when --data is given."""
     from triforge.cpagent.solve import solve_task
@@ -75,7 +83,7 @@ def solve(
         raise UserError("--data needs --problem ID (or use `cpagent bench` for many problems)")
     [task] = _tasks(data, [problem] if problem else None, file)
     config = _config(max_steps, max_tokens, max_cost, max_wall, project_prompt, not no_fresh_check)
-    with _llm(model, base_url, api_key_env) as llm:
+    with _llm(model, base_url, api_key_env, cache) as llm:
         console.print(f"cpagent on [bold]{task.id}[/] with model [bold]{llm.alias}[/] ({llm.config.model})")
         rec = solve_task(task, llm, out, config=config)
     g = rec.get("grade", {})
@@ -104,6 +112,7 @@ def bench(
     max_wall: float = typer.Option(None, "--max-wall", help="Wall-time limit per problem in seconds."),
     budget_usd: float = typer.Option(None, "--budget-usd", help="Hard USD limit for the whole benchmark."),
     no_fresh_check: bool = typer.Option(False, "--no-fresh-check", help="Accept submissions unchecked (ablation)."),
+    cache: str = CacheOpt,
 ) -> None:
     """Run the agent on every problem (x seeds) in parallel, grade strictly, write reports."""
     from triforge.cpagent.bench import run_bench
@@ -111,7 +120,7 @@ def bench(
     tasks = _tasks(data, problems, None)
     config = _config(max_steps, max_tokens, max_cost, max_wall, project_prompt, not no_fresh_check)
     budget = Budget(BudgetLimits(max_usd=budget_usd)) if budget_usd else None
-    with _llm(model, base_url, api_key_env) as llm, Progress(
+    with _llm(model, base_url, api_key_env, cache) as llm, Progress(
         TextColumn("[bold]cpagent bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("{task.description}"), console=console, transient=False,
     ) as progress:

@@ -81,3 +81,23 @@ class ResponseCache:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+
+def default_cache_path() -> Path:
+    import os
+
+    home = os.environ.get("TRIFORGE_HOME") or str(Path.home() / ".cache" / "triforge")
+    return Path(home) / "responses.sqlite"
+
+
+def open_cache(mode: str | None, path: str | Path | None = None) -> ResponseCache | None:
+    """The response cache for a CLI run: None when off; `mode` defaults to the config file's `cache`."""
+    if mode is None:
+        from triforge.core.config import load_settings
+
+        mode = load_settings().cache
+    if mode not in ("off", "rw", "replay"):
+        raise UserError(f"cache mode must be off, rw or replay, not {mode!r}")
+    if mode == "off":
+        return None
+    return ResponseCache(path or default_cache_path(), mode)
