@@ -48,7 +48,7 @@ def overhead(problems) -> list[float]:
     try:
         for p in problems:
             reply = reference_submitter([p])
-            llm = ScriptedLLM([lambda m, t: reply({"messages": m})] * 2)
+            llm = ScriptedLLM([lambda m, t, reply=reply: reply({"messages": m})] * 2)
             time.sleep(1.0)  # let the pool refill, as it does while a real model thinks
             with tempfile.TemporaryDirectory() as d:
                 sb = pool.sandbox()

@@ -2,6 +2,137 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import typer
+from rich.table import Table
+
+from triforge.cli.common import console
+from triforge.core.errors import UserError
 
 app = typer.Typer(help="astra commands.", no_args_is_help=True)
+
+
+def _read_kernel(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    if not path.is_file():
+        raise UserError(f"kernel file {path} not found: give the path of a .cu candidate")
+    return path.read_text()
+
+
+@app.command("tasks")
+def tasks_cmd() -> None:
+    """List the kernel tasks."""
+    from triforge.astra.task import all_tasks
+
+    table = Table("task", "dtypes", "train", "heldout", "fuzz", "outputs / in place")
+    for t in all_tasks().values():
+        table.add_row(t.name, ",".join(t.dtypes), str(len(t.train)), str(len(t.heldout)), str(len(t.fuzz)),
+                      ", ".join(t.outputs + [f"{k} (in place)" for k in t.inplace]))
+    console.print(table)
+
+
+@app.command("check")
+def check_cmd(
+    task: str = typer.Option(..., "--task", help="Task name (see `triforge astra tasks`)."),
+    kernel: Path = typer.Option(..., "--kernel", help="Candidate .cu file."),
+    shapes: str = typer.Option("train", "--shapes", help="train | heldout | all"),
+    sanitize: bool = typer.Option(False, "--sanitize", help="Also run compute-sanitizer memcheck and racecheck."),
+    no_timing: bool = typer.Option(False, "--no-timing", help="Correctness only."),
+    fast_math: bool = typer.Option(False, "--fast-math", help="Compile with --use_fast_math (recorded)."),
+    seed: int | None = typer.Option(None, "--seed", help="Base seed (default: fresh each run, recorded)."),
+    graph: bool = typer.Option(False, "--graph", help="Also report CUDA-graph replay times (warm L2)."),
+    timeout: float = typer.Option(600.0, "--timeout", help="Watchdog seconds for the whole check."),
+    json_out: str | None = typer.Option(None, "--json", help="Write the full result here."),
+) -> None:
+    """Check a candidate: verdict correct / incorrect / hack / crash / compile_error; exit 0 only if correct."""
+    from triforge.astra.evaluate import EvalOptions
+    from triforge.astra.harness import check, write_json
+    from triforge.astra.task import get_task
+    from triforge.astra.worker import Worker
+
+    get_task(task)
+    if shapes not in ("train", "heldout", "all"):
+        raise UserError(f"--shapes {shapes!r}: use train, heldout or all")
+    source = _read_kernel(kernel) or ""
+    opts = EvalOptions(shapes=shapes, timing=not no_timing, fast_math=fast_math, base_seed=seed, graph=graph)
+    with Worker(timeout=timeout) as w:
+        res = check(task, source, opts, w, sanitize=sanitize, kernel_path=str(kernel))
+    write_json(json_out, res)
+    style = "green" if res["verdict"] == "correct" else "red"
+    console.print(f"[bold {style}]{res['verdict']}[/] {task} {kernel} (seed {res.get('seed', '-')}, "
+                  f"{res.get('checks', 0)} checks, compile {res.get('compile_s', 0):.2f} s)")
+    for r in res.get("reasons", []):
+        console.print(f"  - {r}", markup=False)
+    if res.get("timings"):
+        table = Table("shape", "baseline us", "candidate us", "speedup", "A/A", "real", "GB/s")
+        for t in res["timings"]:
+            table.add_row(t["shape"], f"{t['baseline_us']:.2f}", f"{t['candidate_us']:.2f}", f"{t['speedup']:.3f}",
+                          f"{100 * t['aa_spread']:.2f}%", "yes" if t["speedup_real"] else "no (noise)",
+                          f"{t['candidate_gbs']:.0f}")
+        console.print(table)
+    raise typer.Exit(0 if res["verdict"] == "correct" else 1)
+
+
+@app.command("bench")
+def bench_cmd(
+    task: str = typer.Option(..., "--task"),
+    kernel: Path | None = typer.Option(None, "--kernel", help="Optional candidate to add to the table."),
+    runs: int = typer.Option(100, "--runs"),
+    no_compile: bool = typer.Option(False, "--no-compile", help="Leave out torch.compile."),
+    json_out: str | None = typer.Option(None, "--json"),
+) -> None:
+    """Comparator table: baseline, candidate, PyTorch eager, torch.compile, FlashInfer (when installed)."""
+    from triforge.astra.harness import precheck, write_json
+    from triforge.astra.task import get_task
+    from triforge.astra.worker import Worker
+
+    get_task(task)
+    source = _read_kernel(kernel)
+    if source is not None and (bad := precheck(task, source)):
+        raise UserError(f"candidate rejected before benchmarking: {bad['verdict']}: {bad['reasons'][0]}")
+    with Worker(timeout=1200) as w:
+        res = w.call({"kind": "bench", "task": task, "source": source, "options": {"runs": runs, "use_compile": not no_compile}})
+    if "rows" not in res:
+        raise UserError(f"bench failed: {res.get('reasons')}")
+    write_json(json_out, res)
+    table = Table("shape", "comparator", "median us", "graph us", "GB/s", "of copy BW", "vs baseline", "verified")
+    for r in res["rows"]:
+        g = r.get("graph_us")
+        table.add_row(r["shape"], r["comparator"], f"{r['median_us']:.2f}", f"{g:.2f}" if g else "-", f"{r['gbs']:.0f}",
+                      f"{100 * r['copy_fraction']:.0f}%", f"{r['speedup_vs_baseline']:.2f}x", r["verified"])
+    console.print(table)
+    console.print(f"copy bandwidth {res['copy_gbs']:.0f} GB/s; {res['device']}; torch {res['torch']}")
+    for n in res["notes"]:
+        console.print(f"note: {n}", markup=False)
+
+
+@app.command("profile")
+def profile_cmd(
+    task: str = typer.Option(..., "--task"),
+    kernel: Path | None = typer.Option(None, "--kernel", help="Candidate .cu (default: the baseline)."),
+    shape_index: int = typer.Option(0, "--shape-index", help="Index into the task's timing shapes."),
+    dtype: str = typer.Option("bf16", "--dtype"),
+    json_out: str | None = typer.Option(None, "--json"),
+) -> None:
+    """ncu metrics (clocks left alone) and ptxas numbers, condensed into a digest."""
+    from triforge.astra.harness import write_json
+    from triforge.astra.profile import profile
+
+    _read_kernel(kernel)
+    res = profile(task, str(kernel) if kernel else None, shape_index, dtype)
+    write_json(json_out, res)
+    console.print(f"[bold]{task}[/] {res['shape']} {dtype}")
+    console.print(res["digest"], markup=False)
+
+
+@app.command("scan")
+def scan_cmd(kernel: Path = typer.Option(..., "--kernel")) -> None:
+    """Static anti-hack scan only (no GPU)."""
+    from triforge.astra.scan import scan
+
+    found = scan(_read_kernel(kernel) or "")
+    console.print(json.dumps([str(f) for f in found], indent=2) if found else "clean")
+    raise typer.Exit(1 if found else 0)

@@ -2,6 +2,120 @@
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from triforge.cli.common import console, console_err
+from triforge.core.errors import UserError
 
 app = typer.Typer(help="cpagent commands.", no_args_is_help=True)
+
+_DATA_HELP = "DCP-Bench-Open checkout (or its dataset/ folder)."
+
+
+@app.command("refs")
+def refs(
+    data: Path = typer.Option(..., "--data", help=_DATA_HELP),
+    problem: list[str] = typer.Option(None, "--problem", help="Problem id (repeatable); default: all."),
+    jobs: int = typer.Option(2, "--jobs", min=1, help="References run in parallel."),
+    default_only: bool = typer.Option(False, "--default-only", help="Only each problem's default instance."),
+    json_out: Path = typer.Option(None, "--json", help="Write every result to this JSON file."),
+) -> None:
+    """Run each reference model on every instance; exit 0 only if all produce a valid solution in time."""
+    from triforge.cpagent.dataset import load_dataset
+    from triforge.cpagent.refs import RefCache, RefResult, all_tasks, run_references
+
+    problems = load_dataset(data, problem or None)
+    if default_only:
+        problems = [_only_default(p) for p in problems]
+    total = len(all_tasks(problems))
+    t0 = time.perf_counter()
+    with Progress(TextColumn("refs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=console_err, transient=True) as bar:
+        task = bar.add_task("", total=total)
+
+        def done(r: RefResult) -> None:
+            bar.update(task, advance=1, description=f"{r.problem_id}#{r.instance} {'ok' if r.ok else r.status}")
+
+        results = run_references(problems, jobs=jobs, on_done=done, cache=RefCache())
+    wall = time.perf_counter() - t0
+    table = Table(show_lines=False)
+    for col in ("problem", "inst", "status", "objective", "seconds", "reason"):
+        table.add_column(col)
+    for r in results:
+        if r.ok and len(results) > 40:
+            continue  # a long run lists only its failures
+        style = "green" if r.ok else "red"
+        table.add_row(r.problem_id, str(r.instance), f"[{style}]{r.status}[/]", _fmt(r.objective),
+                      f"{r.duration_s:.2f}", r.reason)
+    if table.row_count:
+        console.print(table)
+    ok = sum(r.ok for r in results)
+    slowest = max(results, key=lambda r: r.duration_s, default=None)
+    console.print(f"{ok}/{len(results)} reference runs ok over {len(problems)} problems, "
+                  f"jobs={jobs}, wall {wall:.1f} s"
+                  + (f", slowest {slowest.problem_id}#{slowest.instance} {slowest.duration_s:.1f} s" if slowest else ""))
+    if json_out:
+        json_out.write_text(json.dumps({"wall_s": wall, "jobs": jobs, "results": [r.to_json() for r in results]},
+                                       indent=1))
+    raise typer.Exit(0 if ok == len(results) else 1)
+
+
+def _only_default(p):  # noqa: ANN001, ANN202 - a Problem limited to its default instance
+    from dataclasses import replace
+
+    return replace(p, instances=p.instances[:1])
+
+
+def _fmt(v: object) -> str:
+    return "" if v is None else str(v)
+
+
+@app.command("grade")
+def grade(
+    data: Path = typer.Option(..., "--data", help=_DATA_HELP),
+    problem: str = typer.Option(..., "--problem", help="Problem id."),
+    submission: Path = typer.Option(..., "--submission", help="A Python program or a .json solution."),
+    instance: int = typer.Option(None, "--instance", help="Instance index (default 0)."),
+    all_instances: bool = typer.Option(False, "--all-instances", help="Grade every instance."),
+    solver: str = typer.Option("ortools", "--solver", help="CPMpy backend for the check (ortools, exact, choco)."),
+    as_json: bool = typer.Option(False, "--json", help="Print verdicts as JSON."),
+) -> None:
+    """Grade a submission strictly; exit 0 only if it is correct on every instance asked for."""
+    from triforge.cpagent.dataset import load_problem
+    from triforge.cpagent.grader import grade_program
+    from triforge.cpagent.refs import RefCache
+
+    if instance is not None and all_instances:
+        raise UserError("give either --instance K or --all-instances, not both")
+    _check_solver(solver)
+    prob = load_problem(data, problem)
+    wanted = list(range(prob.n_instances)) if all_instances else [instance or 0]
+    verdicts = grade_program(prob, submission, wanted, solver=solver, cache=RefCache())
+    if as_json:
+        console.print_json(json.dumps([v.to_json() for v in verdicts]))
+    else:
+        for v in verdicts:
+            style = "green" if v.correct else "red"
+            line = f"{v.problem_id}#{v.instance}: [{style}]{v.verdict}[/]"
+            if v.objective is not None:
+                line += f" (objective {v.objective}, optimum {v.optimum})"
+            console.print(line)
+            for reason in v.reasons:
+                console.print(f"  - {reason}", highlight=False)
+            if v.isolation:
+                console.print(f"  isolation: {v.isolation}", highlight=False, style="dim")
+    raise typer.Exit(0 if all(v.correct for v in verdicts) else 1)
+
+
+def _check_solver(solver: str) -> None:
+    import cpmpy
+
+    names = cpmpy.SolverLookup.solvernames()
+    if solver not in names:
+        raise UserError(f"unknown or uninstalled solver {solver!r}; installed: {', '.join(n for n in names if ':' not in n)}")

@@ -173,6 +173,16 @@ class OpenAICompatLLM:
             base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=0
         )
 
+    def close(self) -> None:
+        """Release the HTTP connections (subclasses also stop what they own, e.g. a local server)."""
+        self._client.close()
+
+    def __enter__(self) -> OpenAICompatLLM:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def request_body(
         self,
         messages: list[dict[str, Any]],
@@ -288,8 +298,16 @@ def get_llm(
     api_key_env: str | None = None,
     settings=None,
 ) -> LLM:
-    """The LLM for an alias from config (or the default), with environment and CLI overrides applied."""
+    """The LLM for an alias from config (or the default), with environment and CLI overrides applied.
+
+    The `local` alias returns a `triforge.local.llm.LocalLLM` that starts a llama.cpp server on first use;
+    release it with `close()` or a `with` block (every LLM here supports both).
+    """
     from triforge.core.config import resolve_model
 
     name, cfg = resolve_model(alias, settings, base_url=base_url, api_key_env=api_key_env)
+    if cfg.base_url and cfg.base_url.startswith("local://"):  # the embedded model: owns its server, close() it
+        from triforge.local.llm import LocalLLM
+
+        return LocalLLM(name, cfg)
     return OpenAICompatLLM(name, cfg)

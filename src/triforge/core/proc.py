@@ -1,17 +1,49 @@
-"""Subprocesses with deadlines: own process group, killed whole on timeout, output capped."""
+"""Subprocesses with deadlines: own process group, killed whole on timeout, output capped.
+
+Whole means whole: besides the process group, every process that carries the run's tag in its
+environment (inherited by all descendants, also those that left the group with `setsid`) and every
+descendant still attached to the tree is killed when the run ends. Optional rlimits are applied
+by `prlimit(1)` before the program starts.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_OUTPUT_LIMIT = 64_000
+TAG_VAR = "TRIFORGE_PROC_TAG"
+
+
+@dataclass(frozen=True)
+class ProcLimits:
+    """rlimits for one run. `max_processes` (RLIMIT_NPROC) counts per user and does not bind root."""
+
+    memory_mb: int | None = None  # RLIMIT_AS
+    cpu_seconds: int | None = None  # RLIMIT_CPU
+    max_file_mb: int | None = None  # RLIMIT_FSIZE
+    max_processes: int | None = None  # RLIMIT_NPROC
+    core_dumps: bool = False
+
+    def prlimit_args(self) -> list[str]:
+        args = [] if self.core_dumps else ["--core=0"]
+        if self.memory_mb:
+            args.append(f"--as={self.memory_mb << 20}")
+        if self.cpu_seconds:
+            args.append(f"--cpu={self.cpu_seconds}")
+        if self.max_file_mb:
+            args.append(f"--fsize={self.max_file_mb << 20}")
+        if self.max_processes:
+            args.append(f"--nproc={self.max_processes}")
+        return args
 
 
 @dataclass
@@ -88,6 +120,80 @@ def kill_group(pid: int) -> None:
         pass
 
 
+def _proc_table() -> dict[int, int]:
+    """pid -> parent pid for every process visible in /proc."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # the command name may hold spaces and parentheses: fields resume after the last ')'
+        table[int(name)] = int(stat[stat.rindex(b")") + 2 :].split()[1])
+    return table
+
+
+def _tagged(tag: str) -> set[int]:
+    needle = f"{TAG_VAR}={tag}".encode()
+    found = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    found.add(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def _descendants(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for pid, ppid in _proc_table().items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def kill_tree(pid: int, tag: str | None = None, exited: bool = False) -> int:
+    """Kill `pid`'s group, its descendants and every process carrying `tag`; return how many were hit.
+
+    `exited`: `pid` has already been reaped, so it has no descendants left to walk.
+    """
+    me = os.getpid()
+    targets = set() if exited else _descendants(pid)
+    if tag:
+        targets |= _tagged(tag)
+    targets.discard(me)
+    kill_group(pid)
+    if not targets:
+        return 0
+    hit = 0
+    for _ in range(5):  # a process may fork while it is being killed
+        for target in targets:
+            try:
+                os.kill(target, signal.SIGKILL)
+                hit += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        if not tag:
+            break
+        targets = _tagged(tag) - {me}
+        if not targets:
+            break
+        time.sleep(0.002)
+    return hit
+
+
 def run(
     cmd: Sequence[str],
     *,
@@ -97,21 +203,37 @@ def run(
     input: str | None = None,
     output_limit: int = DEFAULT_OUTPUT_LIMIT,
     preexec_fn=None,
+    limits: ProcLimits | None = None,
+    reap_escaped: bool = True,
 ) -> ProcResult:
-    """Run `cmd` in its own process group; on timeout kill the whole group.
+    """Run `cmd` in its own process group; when it ends or times out, kill everything it started.
 
     Never raises for a failing or hanging program; a command that cannot be started at all
-    (missing executable) raises `FileNotFoundError` as usual.
+    (missing executable) raises `FileNotFoundError` as usual. With `reap_escaped`, processes
+    that left the group (setsid, daemons) are found by a tag in their environment and killed too.
     """
+    argv = list(cmd)
+    if limits is not None:
+        exe = shutil.which("prlimit")
+        if exe is None:
+            raise FileNotFoundError("prlimit (util-linux) is needed to apply ProcLimits")
+        local = os.path.join(str(cwd or "."), argv[0])
+        if shutil.which(argv[0], path=(env or os.environ).get("PATH")) is None and not os.path.exists(local):
+            raise FileNotFoundError(f"no such program: {argv[0]}")
+        argv = [exe, *limits.prlimit_args(), "--", *argv]
+    full_env = dict(env) if env is not None else dict(os.environ)
+    tag = uuid.uuid4().hex if reap_escaped else None
+    if tag:
+        full_env[TAG_VAR] = tag
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        list(cmd),
+        argv,
         cwd=str(cwd) if cwd is not None else None,
-        env=dict(env) if env is not None else None,
+        env=full_env,
         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        start_new_session=True,
+        process_group=0,  # its own group; unlike start_new_session this keeps the fast vfork path
         preexec_fn=preexec_fn,
     )
     out = _Capped(proc.stdout, output_limit)
@@ -131,8 +253,8 @@ def run(
     except subprocess.TimeoutExpired:
         timed_out = True
     finally:
-        # Kill the whole group even on success: a program may leave background children behind.
-        kill_group(proc.pid)
+        # Kill the whole tree even on success: a program may leave background children behind.
+        kill_tree(proc.pid, tag, exited=proc.poll() is not None)
         proc.wait()
     stdout, st = out.text(2.0)
     stderr, et = err.text(2.0)
