@@ -1,0 +1,1 @@
+"""Benchmarks for maestro: loaders, splits and metrics."""
