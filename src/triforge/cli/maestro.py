@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from triforge.cli.common import console, console_err
 from triforge.cli.maestro_score import score
-from triforge.core.errors import UserError
+from triforge.core.errors import BudgetExceeded, UserError
 
 app = typer.Typer(help="maestro commands.", no_args_is_help=True)
 
@@ -80,8 +80,8 @@ def run(
                                                       "the data file's contexts, or the mini corpus)."),
     mode: str = typer.Option("strict", "--mode", help="IFBench scoring: strict or loose."),
     limit: int = typer.Option(None, "--limit", min=1, help="Only the first N examples of the split."),
-    jobs: int = typer.Option(16, "--jobs", min=1, help="Examples in parallel (calls per endpoint are "
-                                                       "still capped by its max_concurrency)."),
+    jobs: int = typer.Option(None, "--jobs", min=1, help="Examples in parallel (default 16; 4 for cpbench); "
+                                                         "calls per endpoint stay capped by its max_concurrency."),
     samples: int = typer.Option(1, "--samples", min=1, help="Runs per example (distinct sample indices)."),
     cache: str = typer.Option(None, "--cache", help="Response cache: off, rw or replay."),
     budget_usd: float = typer.Option(None, "--budget-usd", help="Hard USD limit for the run."),
@@ -106,6 +106,10 @@ def run(
 
             summary = evaluate_to_dir(program, bench, split, pool, out, data=data, corpus=corpus, mode=mode,
                                       limit=limit, jobs=jobs, samples=samples, on_start=started, on_result=done)
+    except BudgetExceeded as e:
+        console_err.print(f"[red]{e}[/]; finished examples are kept in {out}: raise --budget-usd and re-run "
+                          "to resume")
+        raise typer.Exit(1) from None
     finally:
         pool.close()
     if html:

@@ -1,0 +1,170 @@
+"""CP-Bench for maestro: the cpagent pipeline as a program node, graded by the strict cpagent grader.
+
+A thin adapter: the data set loader, the agent and the grader are `triforge.cpagent`'s, imported
+when used. The agent's project prompt, limits and model are the node's config, so maestro can
+optimize them; a problem counts as solved only when every instance is graded correct.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from triforge.core.errors import UserError
+from triforge.maestro.benchmarks.base import Example, MetricResult
+
+ENV_VAR = "TRIFORGE_CPBENCH"
+SPLITS = ("train", "val", "test", "all")
+
+
+def default_data_dir() -> Path | None:
+    candidate = Path(__file__).resolve().parents[4].parent / "shared" / "data" / "dcp-bench-open"
+    return candidate if candidate.is_dir() else None
+
+
+def resolve_data(path: str | os.PathLike[str] | None = None) -> Path:
+    raw = path if path is not None else os.environ.get(ENV_VAR) or default_data_dir()
+    if raw is None:
+        raise UserError(
+            f"CP-Bench data not found: pass --data pointing at a DCP-Bench-Open checkout or set {ENV_VAR}"
+        )
+    return Path(raw)
+
+
+@lru_cache(maxsize=256)
+def _problem(data_root: str, problem_id: str) -> Any:
+    from triforge.cpagent.dataset import load_problem
+
+    return load_problem(data_root, problem_id)
+
+
+def solve(
+    problem_id: str,
+    data_root: str,
+    *,
+    llm: Any,
+    sample: int = 0,
+    project_prompt: str | None = None,
+    max_steps: int = 30,
+    max_wall_s: float | None = None,
+    max_cost_usd: float | None = None,
+    fresh_check: bool = True,
+    cell_timeout_s: float = 60.0,
+    temperature: float | None = None,
+) -> dict[str, Any]:
+    """Run the cpagent on one problem; `project_prompt` is the Jinja text of the project prompt."""
+    from triforge.core.react import AgentLimits
+    from triforge.cpagent.agent import CPAgentConfig, run_cpagent
+    from triforge.cpagent.task import task_from_problem
+
+    task = task_from_problem(_problem(data_root, problem_id))
+    with tempfile.TemporaryDirectory(prefix="triforge-cpbench-") as d:
+        prompt_path = None
+        if project_prompt:
+            prompt_path = Path(d) / "project.md.j2"
+            prompt_path.write_text(project_prompt, encoding="utf-8")
+        config = CPAgentConfig(
+            limits=AgentLimits(max_steps=max_steps, max_wall_s=max_wall_s, max_cost_usd=max_cost_usd),
+            project_prompt=prompt_path,
+            fresh_check=fresh_check,
+            cell_timeout_s=cell_timeout_s,
+            temperature=temperature,
+            sample=sample,
+        )
+        result, _ = run_cpagent(llm, task, config=config)
+    code = str(result.output.get("code", "")) if result.submitted and isinstance(result.output, dict) else ""
+    return {"code": code, "status": result.status, "message": result.message}
+
+
+def verdict_feedback(
+    verdicts: list[dict[str, Any]], status: str = "submitted", message: str = ""
+) -> MetricResult:
+    """Score 1 only when every instance is correct; feedback names each failing instance and why."""
+    if not verdicts:
+        why = f" ({status}: {message})" if message else f" ({status})"
+        return MetricResult(
+            0.0,
+            f"The agent submitted no program{why}, so nothing could be graded.",
+            {"status": status, "instances": []},
+        )
+    bad = [v for v in verdicts if v.get("verdict") != "correct"]
+    n = len(verdicts)
+    details = {"status": status, "instances": verdicts, "correct_instances": n - len(bad)}
+    if not bad:
+        return MetricResult(1.0, f"Correct on all {n} instance(s).", details)
+    lines = [f"Incorrect on {len(bad)} of {n} instance(s):"]
+    for v in bad[:8]:
+        reasons = "; ".join(str(r) for r in v.get("reasons", [])[:3]) or "no reason given"
+        lines.append(f"- instance {v.get('instance')}: {v.get('verdict')}: {reasons[:400]}")
+    return MetricResult(0.0, "\n".join(lines), details)
+
+
+def grade_code(problem: Any, code: str, solver: str = "ortools") -> list[dict[str, Any]]:
+    from dataclasses import asdict
+
+    from triforge.cpagent.grader import grade_program
+
+    with tempfile.TemporaryDirectory(prefix="triforge-cpgrade-") as d:
+        path = Path(d) / "solution.py"
+        path.write_text(code, encoding="utf-8")
+        verdicts = grade_program(problem, path, instances=list(range(problem.n_instances)), solver=solver)
+    return [v.to_json() if hasattr(v, "to_json") else asdict(v) for v in verdicts]
+
+
+def split_ids(
+    ids: list[str], split: str, seed: int = 0, fractions: tuple[float, float] = (0.5, 0.25)
+) -> list[str]:
+    if split not in SPLITS:
+        raise UserError(f"unknown CP-Bench split {split!r}: use one of {', '.join(SPLITS)}")
+    if split == "all":
+        return list(ids)
+    order = sorted(ids)
+    random.Random(seed).shuffle(order)
+    n_train, n_val = int(len(order) * fractions[0]), int(len(order) * fractions[1])
+    return {
+        "train": order[:n_train],
+        "val": order[n_train : n_train + n_val],
+        "test": order[n_train + n_val :],
+    }[split]
+
+
+class CPBench:
+    name = "cpbench"
+    splits = SPLITS
+    default_jobs = 4  # each example runs an IPython kernel and solver subprocesses
+
+    def __init__(self, data: str | None = None, seed: int = 0, solver: str = "ortools") -> None:
+        self._data, self._seed, self.solver = data, seed, solver
+
+    @property
+    def root(self) -> Path:
+        return resolve_data(self._data)
+
+    def examples(self, split: str) -> list[Example]:
+        from triforge.cpagent.dataset import problem_ids
+
+        root = str(self.root)
+        return [
+            Example(id=pid, inputs={"problem_id": pid, "data_root": root})
+            for pid in split_ids(problem_ids(root), split, self._seed)
+        ]
+
+    def metric(self, example: Example, run: Any) -> MetricResult:
+        code = str(run.outputs.get("code") or "")
+        status, message = str(run.state.get("status", "")), str(run.state.get("message", ""))
+        if not code:
+            return verdict_feedback([], status or "not_submitted", message)
+        problem = _problem(str(example.inputs["data_root"]), example.id)
+        return verdict_feedback(grade_code(problem, code, self.solver), status, message)
+
+    def seed_program(self) -> Any:
+        from triforge.maestro.programs.cpbench import cpbench_seed
+
+        return cpbench_seed()
+
+    def retrievers(self) -> dict[str, Any]:
+        return {}

@@ -1,0 +1,1 @@
+"""Data shipped with maestro (small sets for tests and CI)."""

@@ -1,0 +1,28 @@
+"""Seed program for CP-Bench: one tool node running the cpagent, its prompt and limits as config.
+
+The project prompt text is copied into the program (from the cpagent's built-in template) so the
+optimizer can read and edit it like any instruction.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from triforge.maestro.program import Program, ProgramBuilder
+
+SOLVE_FN = "triforge.maestro.benchmarks.cpbench:solve"
+
+
+def builtin_project_prompt() -> str:
+    import triforge.cpagent
+
+    return (Path(triforge.cpagent.__file__).parent / "prompts" / "project.md.j2").read_text(encoding="utf-8")
+
+
+def cpbench_seed(max_steps: int = 30, cell_timeout_s: float = 60.0) -> Program:
+    b = ProgramBuilder("cpbench_cpagent", inputs=["problem_id", "data_root"], outputs=["code"],
+                       description="The cpagent (ReAct over an IPython kernel) writes a CPMpy program.")
+    b.tool("cpagent", SOLVE_FN, inputs=["problem_id", "data_root"], outputs=["code", "status", "message"],
+           args={"project_prompt": builtin_project_prompt(), "max_steps": max_steps,
+                 "cell_timeout_s": cell_timeout_s, "fresh_check": True})
+    return b.build()
