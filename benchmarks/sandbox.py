@@ -1,0 +1,201 @@
+"""Sandbox speed, measured side by side with an unhardened jupyter_client kernel in one run.
+
+    .venv/bin/python benchmarks/sandbox.py [--rounds 300] [--out benchmarks/results]
+
+Measures: `execute("1+1")` round trip (hardened vs plain kernel, interleaved), cold start of both,
+a sandbox from a pool ready to execute (pool refilled, and back to back), recovery after a kernel
+death with and without a pool, and `proc.run` against `subprocess.run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from jupyter_client.manager import start_new_kernel
+
+from triforge.core.kernel_pool import KernelPool
+from triforge.core.proc import run
+from triforge.core.sandbox import KernelSandbox
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def ms(xs: list[float]) -> dict[str, float]:
+    return {"p50_ms": pct(xs, 0.5) * 1e3, "p90_ms": pct(xs, 0.9) * 1e3, "n": len(xs)}
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def plain_execute(kc) -> None:
+    reply = kc.execute_interactive("1+1", timeout=10, output_hook=lambda msg: None)
+    assert reply["content"]["status"] == "ok"
+
+
+def bench_roundtrip(rounds: int) -> dict[str, dict[str, float]]:
+    km, kc = start_new_kernel(kernel_name="python3")
+    sb = KernelSandbox()
+    try:
+        for _ in range(20):  # warm both
+            plain_execute(kc)
+            sb.execute("1+1")
+        hard, plain = [], []
+        for i in range(rounds):  # interleaved, alternating who goes first, so both see the same noise
+            pair = [lambda: hard.append(timed(lambda: sb.execute("1+1"))), lambda: plain.append(timed(lambda: plain_execute(kc)))]
+            for f in pair if i % 2 == 0 else pair[::-1]:
+                f()
+        assert sb.execute("1+1").result == "2"
+        paired = statistics.median(h / p for h, p in zip(hard, plain, strict=True))
+        return {"hardened": ms(hard), "plain_jupyter_client": ms(plain), "paired_ratio_median": paired,
+                "isolation": sb.isolation.summary()}
+    finally:
+        sb.close()
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def bench_cold_start(n: int) -> dict[str, dict[str, float]]:
+    hard, plain = [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        sb = KernelSandbox()
+        sb.execute("1+1")
+        hard.append(time.perf_counter() - t0)
+        sb.close()
+        t0 = time.perf_counter()
+        km, kc = start_new_kernel(kernel_name="python3")
+        plain_execute(kc)
+        plain.append(time.perf_counter() - t0)
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    return {"hardened": ms(hard), "plain_jupyter_client": ms(plain)}
+
+
+def bench_pool(n: int) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    with KernelPool(size=2) as pool:
+        for label, refill, workdir in (("refilled", True, False), ("refilled_given_workdir", True, True), ("back_to_back", False, False)):
+            ready, first = [], []
+            for i in range(n):
+                if refill:
+                    while pool.ready_count < pool.size:
+                        time.sleep(0.02)
+                    time.sleep(0.2)  # let the machine settle after the refill
+                t0 = time.perf_counter()
+                sb = pool.sandbox(f"/tmp/triforge-bench-wd-{os.getpid()}-{i}" if workdir else None)
+                ready.append(time.perf_counter() - t0)
+                assert sb.execute("1+1").result == "2"
+                first.append(time.perf_counter() - t0)
+                sb.close()
+                if workdir:
+                    subprocess.run(["rm", "-rf", str(sb.workdir)], check=True)
+            out[f"{label}_sandbox_ready"] = ms(ready)
+            out[f"{label}_first_result"] = ms(first)
+    return out
+
+
+def bench_recovery(n: int) -> dict[str, dict[str, float]]:
+    out = {}
+    with KernelPool(size=1) as pool:
+        for label, make in (("no_pool", KernelSandbox), ("pool", pool.sandbox)):
+            xs = []
+            with make() as sb:
+                for _ in range(n):
+                    if label == "pool":
+                        while pool.ready_count < 1:
+                            time.sleep(0.02)
+                    t0 = time.perf_counter()
+                    r = sb.execute("import os; os._exit(1)")
+                    assert r.restarted and sb.execute("1+1").result == "2"
+                    xs.append(time.perf_counter() - t0)
+            out[f"kernel_death_to_next_result_{label}"] = ms(xs)
+    return out
+
+
+def bench_proc(rounds: int) -> dict[str, dict[str, float]]:
+    ours, plain = [], []
+    for _ in range(rounds):
+        ours.append(timed(lambda: run(["true"])))
+        plain.append(timed(lambda: subprocess.run(["true"], capture_output=True)))
+    return {"proc_run_true": ms(ours), "subprocess_run_true": ms(plain)}
+
+
+def render(res: dict) -> str:
+    rt, cold, pool = res["roundtrip"], res["cold_start"], res["pool"]
+    rows = [
+        ("execute('1+1') round trip, hardened sandbox", rt["hardened"], "<= plain"),
+        ("execute('1+1') round trip, plain jupyter_client kernel", rt["plain_jupyter_client"], ""),
+        ("cold start to first result, hardened sandbox", cold["hardened"], "report"),
+        ("cold start to first result, plain jupyter_client kernel", cold["plain_jupyter_client"], ""),
+        ("pool.sandbox() ready, pool refilled", pool["refilled_sandbox_ready"], "<= 100 ms"),
+        ("pool.sandbox() to first result, pool refilled", pool["refilled_first_result"], ""),
+        ("pool.sandbox(workdir) ready, pool refilled", pool["refilled_given_workdir_sandbox_ready"], ""),
+        ("pool.sandbox() ready, back to back (pool drained)", pool["back_to_back_sandbox_ready"], ""),
+        ("kernel death to next result, no pool", res["recovery"]["kernel_death_to_next_result_no_pool"], ""),
+        ("kernel death to next result, pool", res["recovery"]["kernel_death_to_next_result_pool"], ""),
+        ("proc.run(['true'])", res["proc"]["proc_run_true"], ""),
+        ("subprocess.run(['true'])", res["proc"]["subprocess_run_true"], ""),
+    ]
+    lines = [
+        f"# sandbox ({res['date']}, {res['machine']})",
+        "",
+        f"Isolation in force: {rt['isolation']}",
+        "",
+        "| measure | p50 | p90 | n | target |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [f"| {name} | {v['p50_ms']:.2f} ms | {v['p90_ms']:.2f} ms | {v['n']} | {t} |" for name, v, t in rows]
+    ratio = rt["hardened"]["p50_ms"] / rt["plain_jupyter_client"]["p50_ms"]
+    lines += [
+        "",
+        f"Round trip, hardened / plain: {ratio:.2f}x at p50, {rt['paired_ratio_median']:.2f}x median of paired rounds"
+        " (interleaved in one run).",
+        f"Measured at {res['utc']}; load average at start {', '.join(f'{x:.1f}' for x in res['load_average_at_start'])}"
+        " (the machine is shared: other work runs beside the benchmark).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=300)
+    ap.add_argument("--starts", type=int, default=8)
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = ap.parse_args()
+    date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+    res = {
+        "date": date,
+        "utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores python {platform.python_version()}",
+        "load_average_at_start": os.getloadavg(),
+        "roundtrip": bench_roundtrip(args.rounds),
+        "cold_start": bench_cold_start(args.starts),
+        "pool": bench_pool(args.starts * 2),
+        "recovery": bench_recovery(args.starts),
+        "proc": bench_proc(args.rounds),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"sandbox-{date}.json").write_text(json.dumps(res, indent=2) + "\n")
+    md = render(res)
+    (args.out / f"sandbox-{date}.md").write_text(md)
+    sys.stdout.write(md)
+
+
+if __name__ == "__main__":
+    main()

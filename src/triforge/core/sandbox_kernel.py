@@ -1,0 +1,399 @@
+"""One sandboxed kernel process: launch under limits, talk to it over ZMQ, interrupt it, kill it whole.
+
+The kernel speaks the Jupyter protocol over ZMQ `ipc` sockets (Unix sockets in a private runtime
+directory), so it needs no network at all and works inside its own network namespace.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import weakref
+from hmac import compare_digest
+from pathlib import Path
+from typing import Any
+
+import psutil
+import zmq
+from jupyter_client.session import Session
+
+from triforge.core.errors import TriforgeError
+from triforge.core.sandbox_isolation import CgroupSet, Isolation, unshare_exe, unshare_flags, verify
+from triforge.core.sandbox_limits import WRITABLE, SandboxLimits, kernel_env, outermost
+
+_LAUNCHER = Path(__file__).with_name("sandbox_launcher.py")
+_PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
+
+
+class SandboxError(TriforgeError):
+    """The sandbox itself failed (a kernel that would not start), not the code it ran."""
+
+
+def writable_in(kernel: KernelProcess, path: Path) -> bool:
+    """Whether `path` is writable for `kernel` (always true when the filesystem was left writable)."""
+    if kernel.writable is None:
+        return True
+    p = os.path.realpath(path)
+    return any(p == w or p.startswith(w.rstrip("/") + "/") for w in kernel.writable)
+
+
+@functools.cache
+def _remove_stale_runtimes() -> None:
+    """Once per process: remove runtime directories left by triforge processes that were killed."""
+    for path in Path(tempfile.gettempdir()).glob("tfk-*-*"):
+        owner = path.name.split("-")[1]
+        if owner.isdigit() and not psutil.pid_exists(int(owner)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+_LIVE: weakref.WeakSet[KernelProcess] = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_live_kernels() -> None:
+    for kernel in list(_LIVE):
+        kernel.kill()
+
+
+class KernelProcess:
+    """A started, handshaken kernel. Not thread-safe: one user at a time."""
+
+    def __init__(self, limits: SandboxLimits, cwd: Path, startup_timeout: float = 60.0) -> None:
+        self.limits = limits
+        self.cwd = cwd
+        _remove_stale_runtimes()
+        self.runtime = Path(tempfile.mkdtemp(prefix=f"tfk-{os.getpid()}-"))
+        self.cgroups = CgroupSet(limits.max_processes, limits.memory_mb)
+        self.session = Session(key=uuid.uuid4().hex.encode(), signature_scheme="hmac-sha256", username="triforge")
+        self._ctx = zmq.Context.instance()
+        self.shell = self.iopub = None
+        self._poller: zmq.Poller | None = None
+        self._own: set[int] = set()
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.kernel_pid = 0
+        self.writable: list[str] | None = None
+        self._lifeline: int | None = None
+        self._pidfd: int | None = None
+        self.isolation: Isolation | None = None
+        self._killed = False
+        _LIVE.add(self)
+        try:
+            self._launch()
+            self._handshake(startup_timeout)
+            self.kernel_pid = self._find_kernel_pid()
+            self._own = {self.popen.pid, self.kernel_pid, psutil.Process(self.kernel_pid).ppid()}
+            self.isolation = verify(self.kernel_pid, self.cgroups, limits.cpu_seconds)
+        except BaseException:
+            self.kill()
+            raise
+
+    def _launch(self) -> None:
+        base = str(self.runtime / "k")
+        conn = {"transport": "ipc", "ip": base, "key": self.session.key.decode(), "signature_scheme": "hmac-sha256"}
+        conn.update(_PORTS)
+        (self.runtime / "kernel.json").write_text(json.dumps(conn))
+        lifeline_r, self._lifeline = os.pipe()  # the kernel's namespace dies when this process does
+        flags = unshare_flags()
+        if self.limits.network:
+            flags = tuple(f for f in flags if f != "--net")
+        use_ns = "--pid" in flags or "--net" in flags
+        spec = {
+            "cgroups": [str(p) for p in self.cgroups.dirs.values()],
+            "loopback_up": "--net" in flags,
+            "rlimits": self.limits.rlimits(),
+            "reaper": "--pid" in flags,
+            "lifeline": lifeline_r if "--pid" in flags else None,
+            "writable": outermost([str(self.cwd), str(self.runtime), *WRITABLE]) if "--mount-proc" in flags else None,
+            "drop_capabilities": True,
+            "cwd": str(self.cwd),
+            "kernel_argv": ["-f", str(self.runtime / "kernel.json"), "--HistoryManager.enabled=False"],
+        }
+        self.writable = spec["writable"]
+        (self.runtime / "spec.json").write_text(json.dumps(spec))
+        for sub in ("home", "ipython", "mpl"):
+            (self.runtime / sub).mkdir()
+        cmd = [sys.executable, str(_LAUNCHER), str(self.runtime / "spec.json")]
+        if use_ns:
+            cmd = [unshare_exe(), *flags, *cmd]
+        self.shell = self._socket(zmq.DEALER, f"ipc://{base}-{_PORTS['shell_port']}")
+        self.iopub = self._socket(zmq.SUB, f"ipc://{base}-{_PORTS['iopub_port']}")
+        self.iopub.setsockopt(zmq.SUBSCRIBE, b"")
+        env = kernel_env(self.limits, self.runtime)
+        if "--pid" not in flags:  # ipykernel then watches its parent itself
+            env["JPY_PARENT_PID"] = str(os.getpid())
+        try:
+            with open(self.runtime / "kernel.log", "wb") as log:
+                self.popen = subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    env=env,
+                    start_new_session=True,
+                    pass_fds=(lifeline_r,),
+                )
+        finally:
+            os.close(lifeline_r)
+        try:
+            self._pidfd = os.pidfd_open(self.popen.pid)
+        except (AttributeError, OSError):  # old kernel: death is noticed by polling instead
+            self._pidfd = None
+
+    def _socket(self, kind: int, addr: str) -> zmq.Socket:
+        sock = self._ctx.socket(kind)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RECONNECT_IVL, 10)
+        sock.connect(addr)
+        return sock
+
+    def _handshake(self, timeout: float) -> None:
+        """Wait until the kernel answers on shell and its iopub reaches us (no output is lost later)."""
+        replied = welcomed = False
+        sent: set[str] = set()
+        end = time.monotonic() + timeout
+        next_ask = 0.0
+        while not (replied and welcomed):
+            now = time.monotonic()
+            if now > end:
+                raise SandboxError(f"kernel did not start within {timeout:.0f} s: {self.log_tail()}")
+            if not self.alive():
+                raise SandboxError(f"kernel exited while starting: {self.log_tail()}")
+            if not replied and now >= next_ask:  # ask again now and then, as jupyter_client does
+                msg = self.session.msg("kernel_info_request", {})
+                self.session.send(self.shell, msg)
+                sent.add(msg["header"]["msg_id"])
+                next_ask = now + 0.5
+            for channel, m in self.recv(0.05):
+                if channel == "shell" and m["parent_header"].get("msg_id") in sent:
+                    replied = True
+                elif channel == "iopub":
+                    welcomed = True
+
+    def _find_kernel_pid(self) -> int:
+        assert self.popen is not None
+        top = psutil.Process(self.popen.pid)
+        end = time.monotonic() + 5
+        while time.monotonic() < end:
+            tree = [top, *top.children(recursive=True)]
+            for p in tree:  # the process running ipykernel is the deepest one of the chain
+                if not p.children() and "sandbox_launcher" in " ".join(p.cmdline()):
+                    return p.pid
+            time.sleep(0.01)
+        raise SandboxError("could not find the kernel process")
+
+    def log_tail(self, n: int = 2000) -> str:
+        try:
+            return (self.runtime / "kernel.log").read_text(errors="replace")[-n:].strip() or "(no output)"
+        except OSError:
+            return "(no log)"
+
+    def send_execute(self, code: str) -> str:
+        content = {
+            "code": code,
+            "silent": False,
+            "store_history": True,
+            "user_expressions": {},
+            "allow_stdin": False,
+            "stop_on_error": True,
+        }
+        msg = self.session.msg("execute_request", content)
+        self.session.send(self.shell, msg)
+        return msg["header"]["msg_id"]
+
+    def warm_up(self, timeout: float = 10.0) -> None:
+        """Run a few throwaway cells, so that the first real cell does not pay for first-time setup."""
+        for code in ("1 + 1", "_w = 1", "print(end='')"):
+            msg = self.session.msg("execute_request", {"code": code, "silent": False, "store_history": False,
+                                                       "user_expressions": {}, "allow_stdin": False})
+            self.session.send(self.shell, msg)
+            replied = idle = False
+            end = time.monotonic() + timeout
+            while not (replied and idle):
+                if time.monotonic() > end or not self.alive():
+                    raise SandboxError(f"kernel warm-up did not finish: {self.log_tail()}")
+                for channel, m in self.recv(0.1):
+                    if m["parent_header"].get("msg_id") != msg["header"]["msg_id"]:
+                        continue
+                    replied = replied or channel == "shell"
+                    idle = idle or (m["msg_type"] == "status" and m["content"].get("execution_state") == "idle")
+        self.run_silent("del _w")
+
+    def run_silent(self, code: str, timeout: float = 10.0) -> None:
+        """Run setup code without output or history; raise `SandboxError` if it fails."""
+        msg = self.session.msg("execute_request", {"code": code, "silent": True, "store_history": False,
+                                                   "user_expressions": {}, "allow_stdin": False})
+        self.session.send(self.shell, msg)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and self.alive():
+            for channel, m in self.recv(0.1):
+                if channel == "shell" and m["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+                    if m["content"].get("status") != "ok":
+                        raise SandboxError(f"kernel setup failed: {m['content'].get('evalue', '')}")
+                    return
+        raise SandboxError(f"kernel setup did not finish: {self.log_tail()}")
+
+    def recv(self, timeout: float) -> list[tuple[str, dict[str, Any]]]:
+        if self._poller is None:
+            self._poller = zmq.Poller()
+            self._poller.register(self.shell, zmq.POLLIN)
+            self._poller.register(self.iopub, zmq.POLLIN)
+            if self._pidfd is not None:  # readable once the kernel's process tree is gone: wake up at once
+                self._poller.register(self._pidfd, zmq.POLLIN)
+        out = []
+        for sock, _ in self._poller.poll(max(timeout, 0) * 1000):
+            if sock is self._pidfd:
+                continue
+            name = "shell" if sock is self.shell else "iopub"
+            for _ in range(256):  # bounded, so that a flood of output cannot starve the deadline check
+                try:
+                    parts = sock.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                msg = self._decode(parts)
+                if msg is not None:
+                    out.append((name, msg))
+        return out
+
+    def _decode(self, parts: list[bytes]) -> dict[str, Any] | None:
+        """A signed message as plain dicts; None for a malformed or badly signed one.
+
+        Leaner than Session.deserialize: no date parsing, no protocol adaptation (ipykernel
+        speaks the current protocol), which matters on the round trip of small cells.
+        """
+        try:
+            i = parts.index(b"<IDS|MSG>")
+        except ValueError:
+            return None
+        signature, frames = parts[i + 1], parts[i + 2 : i + 6]
+        if len(frames) < 4 or not compare_digest(signature, self.session.sign(frames)):
+            return None
+        unpack = self.session.unpack
+        header = unpack(frames[0])
+        return {"header": header, "msg_type": header.get("msg_type"), "parent_header": unpack(frames[1]),
+                "content": unpack(frames[3])}
+
+    def alive(self) -> bool:
+        return not self._killed and self.popen is not None and self.popen.poll() is None
+
+    def exit_description(self) -> str:
+        code = self.popen.poll() if self.popen else None
+        if code is None:
+            return "still running"
+        if code > 128:
+            try:
+                return f"killed by {signal.Signals(code - 128).name}"
+            except ValueError:
+                pass
+        if code < 0:
+            return f"killed by {signal.Signals(-code).name}"
+        return f"exited with code {code}"
+
+    def interrupt(self) -> None:
+        try:
+            os.kill(self.kernel_pid, signal.SIGINT)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def cpu_seconds(self) -> float:
+        """CPU time used so far: the whole cgroup (kernel and children) if there is one, else the kernel."""
+        ns = self.cgroups.cpu_ns()
+        if ns is not None:
+            return ns / 1e9
+        try:
+            return sum(psutil.Process(self.kernel_pid).cpu_times()[:2])
+        except psutil.Error:
+            return 0.0
+
+    def members(self) -> set[int]:
+        """Every process that belongs to this kernel (zombies included), host PIDs."""
+        pids = self.cgroups.pids()
+        if self.popen is not None:
+            pids.add(self.popen.pid)
+            if "pids" not in self.cgroups.dirs:  # no cgroup holding them all: walk the tree
+                try:
+                    pids |= {p.pid for p in psutil.Process(self.popen.pid).children(recursive=True)}
+                except psutil.Error:
+                    pass
+        return pids
+
+    def strays(self) -> list[int]:
+        """Processes the kernel's code started that are still running (zombies excluded)."""
+        out = []
+        for pid in self.members() - self._own:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    out.append(pid)
+            except psutil.Error:
+                pass
+        return out
+
+    def kill_strays(self) -> int:
+        """Kill what `strays` finds; return how many distinct processes were killed."""
+        killed: set[int] = set()
+        for _ in range(20):  # repeat: a dying parent may have forked once more
+            pids = [p for p in self.strays() if p not in killed]
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.add(pid)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.005)
+        return len(killed)
+
+    def kill(self) -> None:
+        """Kill the kernel and everything it started; remove its runtime directory and cgroups."""
+        if self._killed:
+            return
+        self._killed = True
+        if self.popen is not None:
+            members = self.members()
+            for pid in [self.popen.pid, *members]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            try:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.popen.wait()
+            _wait_gone(members, 3.0)
+        self.cgroups.destroy()
+        for fd in (self._lifeline, self._pidfd):
+            if fd is not None:
+                os.close(fd)
+        self._lifeline = self._pidfd = None
+        self._poller = None
+        for sock in (self.shell, self.iopub):
+            if sock is not None:
+                sock.close(0)
+        self.shell = self.iopub = None
+        shutil.rmtree(self.runtime, ignore_errors=True)
+        _LIVE.discard(self)
+
+
+def _wait_gone(pids: set[int], timeout: float) -> None:
+    """Wait until none of `pids` runs (zombies count as gone: their parent reaps them)."""
+    end = time.monotonic() + timeout
+    left = set(pids)
+    while left and time.monotonic() < end:
+        for pid in list(left):
+            try:
+                if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                    left.discard(pid)
+            except psutil.Error:
+                left.discard(pid)
+        if left:
+            time.sleep(0.005)

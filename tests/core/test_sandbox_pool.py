@@ -1,0 +1,52 @@
+"""KernelPool: kernels are started ahead of time, handed out once, replaced, and cleaned up."""
+
+from __future__ import annotations
+
+import shutil
+
+import psutil
+import pytest
+from test_sandbox_support import live_descendants, wait_until
+
+from triforge.core.errors import UserError
+from triforge.core.kernel_pool import KernelPool
+from triforge.core.sandbox import KernelSandbox, SandboxLimits
+
+
+def test_pool_hands_out_prestarted_kernels_and_refills(tmp_path):
+    before = live_descendants()
+    with KernelPool(size=1, limits=SandboxLimits(memory_mb=2048)) as pool:
+        first = pool.take()
+        assert first.alive() and psutil.pid_exists(first.kernel_pid)
+        first.kill()
+        shutil.rmtree(first.cwd)  # whoever takes a raw kernel owns its working directory
+        with pool.sandbox() as sb:
+            r = sb.execute("import os\nx = 1\nos.getcwd()")
+            assert r.ok and r.result == repr(str(sb.workdir))
+            assert sb.execute("_w").error.name == "NameError", "the pool's warm-up left state behind"
+            assert sb.isolation.rlimits["RLIMIT_AS"] == 2048 << 20
+            sb.execute("while True: pass", timeout=0.5)  # interrupted, state kept
+            dead = sb.execute("import os\nos._exit(3)")
+            assert dead.restarted
+            assert sb.execute("import os\nos.getcwd()").result == repr(str(sb.workdir)), "restart kept the workdir"
+        with pool.sandbox(tmp_path / "given") as sb2:
+            sb2.execute("open('f.txt', 'w').write('x')")
+            assert (tmp_path / "given" / "f.txt").exists()
+        # the pool refills in the background
+        assert wait_until(lambda: pool.ready_count == 1, timeout=30)
+    assert wait_until(lambda: live_descendants() <= before), "pool left processes behind"
+
+
+def test_pool_rejects_a_sandbox_with_other_limits():
+    with KernelPool(size=1) as pool:
+        with pytest.raises(UserError):
+            KernelSandbox(memory_mb=123, pool=pool)
+
+
+def test_take_after_close_fails():
+    pool = KernelPool(size=1)
+    pool.close()
+    from triforge.core.sandbox import SandboxError
+
+    with pytest.raises(SandboxError):
+        pool.take(timeout=1)
