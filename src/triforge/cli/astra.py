@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from triforge.cli.common import console
 from triforge.core.errors import UserError
@@ -27,7 +27,8 @@ def tasks_cmd() -> None:
     """List the kernel tasks."""
     from triforge.astra.task import all_tasks
 
-    table = Table("task", "dtypes", "train", "heldout", "fuzz", "outputs / in place")
+    table = Table("dtypes", "train", "heldout", "fuzz", "outputs / in place")
+    table.columns.insert(0, Column("task", no_wrap=True))
     for t in all_tasks().values():
         table.add_row(t.name, ",".join(t.dtypes), str(len(t.train)), str(len(t.heldout)), str(len(t.fuzz)),
                       ", ".join(t.outputs + [f"{k} (in place)" for k in t.inplace]))
@@ -49,7 +50,7 @@ def check_cmd(
 ) -> None:
     """Check a candidate: verdict correct / incorrect / hack / crash / compile_error; exit 0 only if correct."""
     from triforge.astra.evaluate import EvalOptions
-    from triforge.astra.harness import check, write_json
+    from triforge.astra.harness import check, precheck, require_gpu, write_json
     from triforge.astra.task import get_task
     from triforge.astra.worker import Worker
 
@@ -58,6 +59,8 @@ def check_cmd(
         raise UserError(f"--shapes {shapes!r}: use train, heldout or all")
     source = _read_kernel(kernel) or ""
     opts = EvalOptions(shapes=shapes, timing=not no_timing, fast_math=fast_math, base_seed=seed, graph=graph)
+    if precheck(task, source) is None:  # a hack or a broken interface is reported without a GPU
+        require_gpu()
     with Worker(timeout=timeout) as w:
         res = check(task, source, opts, w, sanitize=sanitize, kernel_path=str(kernel))
     write_json(json_out, res)
@@ -85,7 +88,7 @@ def bench_cmd(
     json_out: str | None = typer.Option(None, "--json"),
 ) -> None:
     """Comparator table: baseline, candidate, PyTorch eager, torch.compile, FlashInfer (when installed)."""
-    from triforge.astra.harness import precheck, write_json
+    from triforge.astra.harness import precheck, require_gpu, write_json
     from triforge.astra.task import get_task
     from triforge.astra.worker import Worker
 
@@ -93,6 +96,7 @@ def bench_cmd(
     source = _read_kernel(kernel)
     if source is not None and (bad := precheck(task, source)):
         raise UserError(f"candidate rejected before benchmarking: {bad['verdict']}: {bad['reasons'][0]}")
+    require_gpu()
     with Worker(timeout=1200) as w:
         res = w.call({"kind": "bench", "task": task, "source": source, "options": {"runs": runs, "use_compile": not no_compile}})
     if "rows" not in res:

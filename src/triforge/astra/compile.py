@@ -1,0 +1,190 @@
+"""Fast compile: NVRTC through cuda-python's bindings, cached on source and options; nvcc checks for CI."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from triforge.core import proc
+
+
+@dataclass
+class CompileResult:
+    ok: bool
+    cubin: bytes = b""
+    lowered: dict[str, str] = field(default_factory=dict)  # name expression -> mangled name
+    log: str = ""
+    options: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    cached: bool = False
+
+    def resources(self) -> dict[str, dict[str, int]]:
+        return parse_ptxas(self.log)
+
+
+def cuda_include_dir() -> str | None:
+    """A directory holding cuda_bf16.h, cuda_fp16.h and cuda_fp8.h."""
+    cands = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        cands.append(str(Path(nvcc).resolve().parent.parent))
+    cands += ["/usr/local/cuda"]
+    for base in cands:
+        if base and (Path(base) / "include" / "cuda_fp8.h").is_file():
+            return str(Path(base) / "include")
+    for p in sys.path:
+        for sub in ("nvidia/cu13/include", "nvidia/cuda_runtime/include"):
+            if (Path(p) / sub / "cuda_fp8.h").is_file():
+                return str(Path(p) / sub)
+    return None
+
+
+def options_for(arch: str, fast_math: bool, extra: list[str] | None = None) -> list[str]:
+    opts = [f"-arch={arch}", "-std=c++17", "--ptxas-options=-v", "-default-device", "-lineinfo"]
+    if fast_math:
+        opts.append("--use_fast_math")
+    inc = cuda_include_dir()
+    if inc:
+        opts.append(f"-I{inc}")
+    return opts + list(extra or [])
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("TRIFORGE_ASTRA_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "triforge", "astra-nvrtc")
+    p = Path(base)
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def cache_key(source: str, options: list[str], names: list[str], nvrtc_version: str) -> str:
+    blob = json.dumps([source, options, sorted(names), nvrtc_version]).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+_MEM: dict[str, CompileResult] = {}
+
+
+def _nvrtc():
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError:  # cuda-python < 12.6 layout
+        from cuda import nvrtc  # type: ignore[no-redef]
+    return nvrtc
+
+
+def _check(err, what: str) -> None:
+    if int(err) != 0:
+        raise RuntimeError(f"{what} failed: {err}")
+
+
+def nvrtc_compile(source: str, names: list[str], arch: str = "sm_90", fast_math: bool = False,
+                  use_cache: bool = True, extra: list[str] | None = None) -> CompileResult:
+    """Compile `source` to a cubin for `arch`, keeping the mangled names of `names` (template instances)."""
+    nvrtc = _nvrtc()
+    opts = options_for(arch, fast_math, extra)
+    err, major, minor = nvrtc.nvrtcVersion()
+    key = cache_key(source, opts, names, f"{major}.{minor}")
+    if use_cache and key in _MEM:
+        hit = _MEM[key]
+        return CompileResult(True, hit.cubin, hit.lowered, hit.log, opts, 0.0, True)
+    disk = cache_dir() / f"{key}.json"
+    if use_cache and disk.is_file():
+        meta = json.loads(disk.read_text())
+        cubin = (cache_dir() / f"{key}.cubin").read_bytes()
+        res = CompileResult(True, cubin, meta["lowered"], meta["log"], opts, 0.0, True)
+        _MEM[key] = res
+        return res
+    t0 = time.perf_counter()
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"candidate.cu", 0, [], [])
+    _check(err, "nvrtcCreateProgram")
+    try:
+        for n in names:
+            _check(nvrtc.nvrtcAddNameExpression(prog, n.encode())[0], "nvrtcAddNameExpression")
+        bopts = [o.encode() for o in opts]
+        (cerr,) = nvrtc.nvrtcCompileProgram(prog, len(bopts), bopts)
+        err, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        buf = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, buf)
+        log = buf.decode(errors="replace").rstrip("\x00").strip()
+        if int(cerr) != 0:
+            return CompileResult(False, log=log, options=opts, seconds=time.perf_counter() - t0)
+        err, size = nvrtc.nvrtcGetCUBINSize(prog)
+        _check(err, "nvrtcGetCUBINSize")
+        cubin = b" " * size
+        _check(nvrtc.nvrtcGetCUBIN(prog, cubin)[0], "nvrtcGetCUBIN")
+        lowered = {}
+        for n in names:
+            err, low = nvrtc.nvrtcGetLoweredName(prog, n.encode())
+            _check(err, "nvrtcGetLoweredName")
+            lowered[n] = low.decode() if isinstance(low, bytes) else str(low)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    res = CompileResult(True, cubin, lowered, log, opts, time.perf_counter() - t0, False)
+    if use_cache:
+        _MEM[key] = res
+        (cache_dir() / f"{key}.cubin").write_bytes(cubin)
+        disk.write_text(json.dumps({"lowered": lowered, "log": log, "options": opts}))
+    return res
+
+
+_PTXAS_FN = re.compile(r"Compiling entry function '([^']+)'|Function properties for (\S+)")
+_REGS = re.compile(r"Used (\d+) registers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+_STACK = re.compile(r"(\d+) bytes stack frame")
+
+
+def parse_ptxas(log: str) -> dict[str, dict[str, int]]:
+    """Per mangled function: registers, static smem, stack frame and spill bytes from a `-v` ptxas log."""
+    out: dict[str, dict[str, int]] = {}
+    cur = None
+    for line in log.splitlines():
+        m = _PTXAS_FN.search(line)
+        if m:
+            cur = m.group(1) or m.group(2)
+            out.setdefault(cur, {"registers": 0, "smem": 0, "stack": 0, "spill_stores": 0, "spill_loads": 0})
+            continue
+        if cur is None:
+            continue
+        if (m := _REGS.search(line)):
+            out[cur]["registers"] = int(m.group(1))
+            if (s := _SMEM.search(line)):
+                out[cur]["smem"] = int(s.group(1))
+        if (m := _SPILL.search(line)):
+            out[cur]["spill_stores"], out[cur]["spill_loads"] = int(m.group(1)), int(m.group(2))
+        if (m := _STACK.search(line)):
+            out[cur]["stack"] = int(m.group(1))
+    return out
+
+
+def nvcc_check(source: str, workdir: Path, arch: str = "sm_90", nvcc: str = "nvcc", timeout: float = 120) -> proc.ProcResult:
+    """Compile `source` with nvcc to PTX for `arch`, instantiating the entry for every dtype (CI check)."""
+    path = workdir / "kernel.cu"
+    path.write_text(source)
+    return proc.run([nvcc, f"-arch={arch}", "-std=c++17", "--ptx", "-o", str(workdir / "kernel.ptx"), str(path)],
+                    timeout=timeout, cwd=workdir)
+
+
+def instantiate(source: str, entry: str, ctypes: list[str]) -> str:
+    """Append explicit instantiations (what NVRTC's name expressions do) so nvcc emits code for each."""
+    inst = "\n".join(f"template __global__ void {entry}<{c}>({_params_decl(source, entry, c)});" for c in ctypes)
+    return source + "\n" + inst + "\n"
+
+
+def _params_decl(source: str, entry: str, ctype: str) -> str:
+    m = re.search(r"void\s+" + re.escape(entry) + r"\s*\(", source)
+    assert m, entry
+    depth, i = 1, m.end()
+    while depth:
+        depth += {"(": 1, ")": -1}.get(source[i], 0)
+        i += 1
+    params = re.sub(r"//[^\n]*", "", source[m.end(): i - 1])
+    return re.sub(r"\bT\b", ctype, params)

@@ -1,0 +1,185 @@
+"""One candidate, end to end inside the worker: compile, load, oracle, timing, dynamic anti-hack checks."""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from triforge.astra.candidate import Candidate, CandidateError
+from triforge.astra.task import TaskSpec, get_task, shape_label
+
+
+@dataclass
+class EvalOptions:
+    shapes: str = "train"
+    seeds: int = 1
+    base_seed: int | None = None
+    timing: bool = True
+    runs: int = 200
+    graph: bool = False
+    fast_math: bool = False
+    stop_at_first: bool = True
+    timing_dtype: str = "bf16"
+    dtypes: list[str] | None = None
+
+
+@dataclass
+class Verdict:
+    verdict: str  # correct | incorrect | hack | crash | compile_error
+    reasons: list[str] = field(default_factory=list)
+    task: str = ""
+    seed: int = 0
+    checks: int = 0
+    compile_s: float = 0.0
+    compile_cached: bool = False
+    oracle_s: float = 0.0
+    timing_s: float = 0.0
+    options: dict[str, Any] = field(default_factory=dict)
+    resources: dict[str, Any] = field(default_factory=dict)
+    timings: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Fatal(Exception):
+    """The CUDA context is unusable: report crash, then the worker must be replaced."""
+
+
+_BASELINES: dict[tuple[str, bool], Any] = {}
+
+
+def _compile_load(task: TaskSpec, cand: Candidate, fast_math: bool):
+    from triforge.astra import gpu
+    from triforge.astra.compile import nvrtc_compile
+
+    names = list(task.name_expressions().values())
+    res = nvrtc_compile(cand.source, names, arch=gpu.device_arch(), fast_math=fast_math)
+    if not res.ok:
+        return res, None
+    return res, gpu.LoadedKernel.load(task, cand, res.cubin, res.lowered)
+
+
+def baseline_kernel(task: TaskSpec, fast_math: bool = False):
+    key = (task.name, fast_math)
+    if key not in _BASELINES:
+        res, k = _compile_load(task, Candidate.from_source(task.baseline_source()), fast_math)
+        if k is None:
+            raise RuntimeError(f"baseline of {task.name} does not compile:\n{res.log}")
+        _BASELINES[key] = k
+    return _BASELINES[key]
+
+
+def is_cuda_fault(exc: BaseException) -> bool:
+    from triforge.astra.gpu import KernelFault
+
+    text = str(exc)
+    return isinstance(exc, KernelFault) or "CUDA error" in text or "illegal" in text.lower() or "CUDA_ERROR" in text
+
+
+def evaluate(task_name: str, source: str, opts: EvalOptions) -> Verdict:
+    from triforge.astra import gpu
+
+    task = get_task(task_name)
+    seed = opts.base_seed if opts.base_seed is not None else random.SystemRandom().randrange(1, 2**31)
+    v = Verdict("correct", task=task_name, seed=seed, options=asdict(opts))
+    try:
+        cand = Candidate.from_source(source)
+    except CandidateError as exc:
+        return Verdict("compile_error", [str(exc)], task=task_name, seed=seed)
+    t0 = time.perf_counter()
+    try:
+        res, kernel = _compile_load(task, cand, opts.fast_math)
+    except gpu.KernelFault as exc:
+        return Verdict("compile_error", [f"module load failed: {exc}"], task=task_name, seed=seed)
+    v.compile_s = time.perf_counter() - t0 if res.cached else res.seconds
+    v.compile_cached = res.cached
+    if kernel is None:
+        v.verdict, v.reasons = "compile_error", [res.log[-4000:]]
+        return v
+    v.resources = res.resources()
+    try:
+        t1 = time.perf_counter()
+        from triforge.astra.oracle import run_oracle
+
+        recs = run_oracle(task, kernel.launcher, gpu.synchronize, task.shapes(opts.shapes), seed, opts.seeds,
+                          opts.stop_at_first, opts.dtypes)
+        v.checks = len(recs)
+        v.oracle_s = time.perf_counter() - t1
+        bad = [r for r in recs if r.reasons]
+        if bad:
+            v.verdict = "incorrect"
+            v.reasons = [f"{r.label()} {why}" for r in bad[:3] for why in r.reasons[:3]]
+            return v
+        if opts.timing:
+            t2 = time.perf_counter()
+            v.timings, hacks = time_candidate(task, kernel, opts, seed)
+            v.timing_s = time.perf_counter() - t2
+            if hacks:
+                v.verdict, v.reasons = "hack", hacks
+    except CandidateError as exc:
+        v.verdict, v.reasons = "compile_error", [str(exc)]
+    except Exception as exc:  # noqa: BLE001 - a CUDA fault ends the worker, anything else is ours
+        if is_cuda_fault(exc):
+            raise Fatal(f"CUDA fault: {exc}") from exc
+        raise
+    return v
+
+
+def _launch_on(kernel, shape, dtype):
+    return lambda stream: kernel.launcher(shape, dtype, stream)
+
+
+def time_candidate(task: TaskSpec, kernel, opts: EvalOptions, seed: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """Baseline, candidate and the baseline again (A/A), interleaved, on each timing shape."""
+    from triforge.astra.oracle import compare
+    from triforge.astra.timing import BufferPool, aa_spread, graph_replay_us, host_vs_events, interleaved
+
+    dtype = opts.timing_dtype
+    base = baseline_kernel(task, opts.fast_math)
+    rows, hacks = [], []
+    for shape in task.timing:
+        fb, fc = base.launcher(shape, dtype), kernel.launcher(shape, dtype)
+        pool = BufferPool(task, shape, dtype, seed)
+        # short kernels are noisier: three times the runs below 16 MB moved
+        runs = opts.runs * (3 if task.min_bytes(shape, dtype) < 16 << 20 else 1)
+        tb, tc, tb2 = interleaved([fb, fc, fb], [pool, pool, pool], runs=runs)
+        exp = pool.expected_last(1)
+        stale = []
+        for k in task.written:
+            got = pool.last_output(1, k)
+            stale += task.compare[k](got, exp[k]) if k in task.compare else compare(
+                k, got, exp[k], task.tol(k, dtype), k in task.exact)
+        if stale:
+            hacks.append(f"stale-output: the last timed call's output does not match its fresh inputs "
+                         f"({shape_label(shape)}): {stale[0]}")
+        mb, mc, mb2 = (statistics.median(x) for x in (tb, tc, tb2))
+        noise = aa_spread(tb, tb2)
+        host, ev = host_vs_events(fc, pool.working[0])
+        hb, evb = host_vs_events(fb, pool.working[1])
+        if host > 2.0 * max(ev, hb) + 10.0:
+            hacks.append(f"event-host-mismatch: host time per call {host:.1f} us vs events {ev:.1f} us "
+                         f"(baseline host {hb:.1f} us) on {shape_label(shape)}")
+        nbytes = task.min_bytes(shape, dtype)
+        speedup = mb / mc
+        row = {"shape": shape_label(shape), "dtype": dtype, "baseline_us": mb, "candidate_us": mc, "baseline2_us": mb2,
+               "aa_spread": noise, "speedup": speedup, "speedup_real": abs(speedup - 1.0) > 3 * noise,
+               "candidate_gbs": nbytes / (mc * 1e-6) / 1e9, "baseline_gbs": nbytes / (mb * 1e-6) / 1e9,
+               "min_bytes": nbytes, "host_us": host, "event_us": ev, "runs": runs}
+        if opts.graph:
+            row["candidate_graph_us"] = graph_replay_us(_launch_on(kernel, shape, dtype), pool.working[0])
+            row["baseline_graph_us"] = graph_replay_us(_launch_on(base, shape, dtype), pool.working[1])
+        rows.append(row)
+        del pool
+    if len(rows) >= 2:
+        r0, r1 = rows[0], rows[1]
+        bytes_ratio = r0["min_bytes"] / r1["min_bytes"]
+        cand_ratio = r0["candidate_us"] / r1["candidate_us"]
+        base_ratio = r0["baseline_us"] / r1["baseline_us"]
+        if bytes_ratio >= 2 and cand_ratio < max(1.3, 0.4 * base_ratio):
+            hacks.append(f"work-not-proportional: {bytes_ratio:.1f}x the bytes took {cand_ratio:.2f}x the time "
+                         f"(baseline {base_ratio:.2f}x)")
+    return rows, hacks

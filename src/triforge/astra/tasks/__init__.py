@@ -1,0 +1,1 @@
+"""Kernel tasks: one subpackage per operator, each with `TASK` (a TaskSpec) and `baseline.cu`."""

@@ -1,0 +1,23 @@
+"""Functions the worker tests run inside the worker process (no GPU needed)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def ok(value: int = 1) -> dict:
+    return {"verdict": "correct", "value": value, "pid": os.getpid()}
+
+
+def die() -> dict:
+    os._exit(3)
+
+
+def hang() -> dict:
+    time.sleep(3600)
+    return {}
+
+
+def boom() -> dict:
+    raise ValueError("planted failure")
