@@ -1,0 +1,174 @@
+"""`triforge local`: install, serve, inspect and stop the embedded local model."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import typer
+from rich.progress import (
+    BarColumn,
+    Progress,
+    SpinnerColumn,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from triforge.cli.common import console
+from triforge.local import state
+from triforge.local.install import (
+    DEFAULT_MODEL,
+    LocalModelError,
+    check_gguf,
+    choose_model,
+    install_llama_cpp,
+    install_model,
+    installed_model,
+    missing_llama_modules,
+    self_check,
+)
+from triforge.local.server import LocalServer, ServerOptions
+
+app = typer.Typer(help="The embedded local model (Qwen2.5-Coder-1.5B on llama.cpp): install, serve, status, stop.",
+                  no_args_is_help=True)
+
+ModelPathOpt = typer.Option(None, "--model-path", help="Use this GGUF file instead of the default model.")
+
+_LABELS = {"download": "download parts", "assemble": "assemble GGUF", "verify": "verify SHA-256",
+           "llama-cpp-python": "build llama-cpp-python\\[server] (minutes)",
+           "self-check": "load the model and generate 4 tokens"}
+
+
+class _Display:
+    """Maps the install steps' (what, done, total) callbacks onto rich progress bars."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[str, int] = {}
+
+    def __call__(self, what: str, done: float, total: float) -> None:
+        if what not in self.tasks:
+            self.tasks[what] = self.progress.add_task(_LABELS.get(what, what), total=total or None)
+        self.progress.update(self.tasks[what], completed=done, total=total or None)
+
+
+@app.command()
+def install(
+    model_path: Path = ModelPathOpt,
+    verify: bool = typer.Option(False, "--verify", help="Re-hash an installed model even if it was verified."),
+    skip_server: bool = typer.Option(False, "--skip-server", help="Do not install llama-cpp-python\\[server]."),
+    rebuild_server: bool = typer.Option(False, "--rebuild-server",
+                                        help="Rebuild llama-cpp-python for this CPU (after a crash)."),
+) -> None:
+    """Download and verify the model (about 1.1 GB), and install llama-cpp-python\\[server] when missing."""
+    t0 = time.perf_counter()
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+                  TimeElapsedColumn(), console=console, transient=True) as bars:
+        show = _Display(bars)
+        if model_path is not None:
+            path, changed = choose_model(model_path), True
+        else:
+            path, changed = install_model(DEFAULT_MODEL, progress=show, verify=verify)
+        built = False if skip_server else install_llama_cpp(show, force=rebuild_server)
+        if not skip_server:
+            show("self-check", 0, 0)
+            check_s = self_check(path)
+            show("self-check", 1, 1)
+    if model_path is not None:
+        console.print(f"[green]ok[/] local model set to {path} (not checked beyond its GGUF header)")
+    elif changed:
+        console.print(f"[green]ok[/] installed {DEFAULT_MODEL.name} ({DEFAULT_MODEL.size:,} bytes, "
+                      f"SHA-256 verified) at {path}")
+    else:
+        console.print(f"[green]ok[/] {path} already installed and verified")
+    if built:
+        console.print("[green]ok[/] installed llama-cpp-python\\[server]")
+    elif skip_server:
+        console.print("[yellow]skipped[/] llama-cpp-python\\[server]; install it with pip install 'triforge\\[local]'")
+    else:
+        console.print("[green]ok[/] llama-cpp-python\\[server] is present")
+    if not skip_server:
+        how = f"in {check_s:.1f} s" if check_s else "(checked before)"
+        console.print(f"[green]ok[/] llama.cpp loads the model and generates {how}")
+    console.print(f"done in {time.perf_counter() - t0:.1f} s. Try: triforge llm ping -m local")
+
+
+def _options(model_path: Path | None, threads: int | None, ctx: int | None, port: int) -> ServerOptions:
+    path = check_gguf(model_path) if model_path is not None else installed_model()
+    if path is None:
+        raise LocalModelError("the local model is not installed; run `triforge local install` "
+                              "or pass --model-path FILE.gguf")
+    return ServerOptions.from_env(path, n_threads=threads, n_ctx=ctx, port=port)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@app.command()
+def serve(
+    model_path: Path = ModelPathOpt,
+    port: int = typer.Option(0, "--port", help="Port on 127.0.0.1 (0 picks a free one)."),
+    threads: int = typer.Option(None, "--threads", help="Generation threads (default: usable cores, at most 4)."),
+    ctx: int = typer.Option(None, "--ctx", help="Context size in tokens (default 16384)."),
+    detach: bool = typer.Option(False, "--detach", help="Run in the background; stop it with `triforge local stop`."),
+) -> None:
+    """Keep a llama.cpp server running; runs naming `local` use it instead of starting their own."""
+    running = state.running()
+    if running is not None:
+        raise LocalModelError(f"a local server is already running at {running['base_url']} (pid {running['pid']}); "
+                              f"use it, or stop it with `triforge local stop`")
+    opts = _options(model_path, threads, ctx, port)
+    srv = LocalServer(opts, watch_parent=not detach)
+    console.print(f"starting llama.cpp with {opts.model_path.name} ({opts.n_threads} threads, "
+                  f"context {opts.n_ctx}) ...")
+    srv.start()
+    state.record(srv, opts.model_path, detached=detach)
+    console.print(f"[green]serving[/] at [bold]{srv.base_url}[/] (model name `local`; log {srv.log_path})")
+    if detach:
+        pid = srv.release()
+        console.print(f"running in the background as pid {pid}; `triforge local stop` ends it")
+        return
+    console.print("Ctrl-C stops it.")
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        while srv.alive():
+            time.sleep(0.5)
+        console.print("[red]the server stopped by itself[/]; see its log: " + str(srv.log_path))
+        raise typer.Exit(1)
+    except KeyboardInterrupt:
+        console.print("stopping")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        pid = srv.pid
+        srv.stop()
+        state.clear(pid)
+
+
+@app.command()
+def status() -> None:
+    """Show the installed model, llama-cpp-python, and a running `local serve` server."""
+    path = installed_model()
+    console.print(f"model: {path if path else '[yellow]not installed[/] (run `triforge local install`)'}")
+    missing = missing_llama_modules()
+    console.print("llama-cpp-python\\[server]: " + ("[green]present[/]" if not missing
+                                                 else f"[yellow]missing[/] ({', '.join(missing)})"))
+    running = state.running()
+    if running is None:
+        console.print("server: none running (runs naming `local` start their own)")
+        return
+    health = "[green]answering[/]" if running.get("healthy") else "[red]not answering[/]"
+    console.print(f"server: pid {running['pid']} at {running['base_url']} {health}; "
+                  f"{running.get('n_threads')} threads, context {running.get('n_ctx')}; log {running.get('log')}")
+
+
+@app.command()
+def stop() -> None:
+    """Stop the server started by `triforge local serve`."""
+    stopped = state.stop_recorded()
+    if stopped is None:
+        console.print("no local server running")
+        return
+    console.print(f"[green]stopped[/] pid {stopped['pid']} at {stopped['base_url']}")

@@ -1,0 +1,65 @@
+"""With the real local model (skipped unless installed): a two-step tool-calling exchange through `LocalLLM`."""
+
+from __future__ import annotations
+
+import pytest
+
+from triforge.core.errors import Submitted
+from triforge.core.llm import Completion
+from triforge.core.tools import ToolSet, tool
+from triforge.local.install import installed_model, missing_llama_modules
+from triforge.local.llm import LocalLLM, local_model_config
+from triforge.local.server import ServerOptions
+
+# Read before the autouse fixtures point TRIFORGE_HOME at a temporary folder.
+REAL_MODEL = installed_model()
+MISSING = missing_llama_modules()
+
+pytestmark = [
+    pytest.mark.local_model,
+    pytest.mark.skipif(REAL_MODEL is None, reason="local model not installed (run `triforge local install`)"),
+    pytest.mark.skipif(bool(MISSING), reason=f"llama-cpp-python[server] not installed (missing {MISSING})"),
+]
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Return the current weather in a city.
+
+    Args:
+        city: the city name
+    """
+    return f"18 degrees and sunny in {city}"
+
+
+@tool
+def submit(answer: str) -> str:
+    """Hand in the final answer.
+
+    Args:
+        answer: the final answer
+    """
+    raise Submitted(answer)
+
+
+def test_two_step_tool_exchange_with_the_real_model():
+    tools = ToolSet([get_weather, submit])
+    cfg = local_model_config(REAL_MODEL)
+    llm = LocalLLM("local", cfg, options=ServerOptions(model_path=REAL_MODEL, n_ctx=4096), share=False)
+    messages = [{"role": "system", "content": "You are a helpful assistant. Use the tools."},
+                {"role": "user", "content": "What is the weather in Paris? Call get_weather."}]
+    with llm:
+        first = llm.complete(messages, tools=tools.schemas(), max_tokens=128, temperature=0.0)
+        calls = tools.parse(first, native=True)  # native or recovered from content: a FormatError fails the test
+        assert calls[0].tool.name == "get_weather" and "paris" in calls[0].arguments["city"].lower()
+        # Send the call back the way the agent loop does (content "" when it was null) plus the result.
+        assert first.message()["content"] is not None
+        messages.append(Completion(first.content, first.tool_calls).message() if first.tool_calls else
+                        {"role": "assistant", "content": first.content or ""})
+        messages.append({"role": "tool", "tool_call_id": calls[0].id, "content": calls[0].tool(**calls[0].arguments)})
+        second = llm.complete(messages, tools=tools.schemas(), max_tokens=128, temperature=0.0)
+        assert second.content or second.tool_calls  # the server accepted the history and answered
+        assert second.usage.input_tokens > first.usage.input_tokens
+        server = llm.server
+        assert server is not None and server.alive()
+    assert llm.server is None and not server.alive()
