@@ -108,14 +108,18 @@ def grade(
             console.print(line)
             for reason in v.reasons:
                 console.print(f"  - {reason}", highlight=False)
-            if v.isolation:
-                console.print(f"  isolation: {v.isolation}", highlight=False, style="dim")
+            for note in v.notes:
+                console.print(f"  note: {note}", highlight=False, style="dim")
+        if verdicts and verdicts[0].isolation:
+            console.print(f"isolation: {verdicts[0].isolation}", highlight=False, style="dim")
+        ok = sum(v.correct for v in verdicts)
+        console.print(f"{ok}/{len(verdicts)} correct (solver {solver})")
     raise typer.Exit(0 if all(v.correct for v in verdicts) else 1)
 
 
 def _check_solver(solver: str) -> None:
     import cpmpy
 
-    names = cpmpy.SolverLookup.solvernames()
-    if solver not in names:
-        raise UserError(f"unknown or uninstalled solver {solver!r}; installed: {', '.join(n for n in names if ':' not in n)}")
+    names = [n for n, cls in cpmpy.SolverLookup.base_solvers() if cls.supported()]
+    if solver.split(":")[0] not in names:
+        raise UserError(f"unknown or uninstalled solver {solver!r}; installed: {', '.join(names)}")

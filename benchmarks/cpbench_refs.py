@@ -1,0 +1,147 @@
+"""CP-Bench harness speed: every reference on every instance, and the cost of grading one solution.
+
+    .venv/bin/python benchmarks/cpbench_refs.py --data ../shared/data/dcp-bench-open [--jobs 2]
+        [--instances all|default] [--skip-refs] [--out benchmarks/results]
+
+Part 1 runs the references (the same runner as `triforge cpagent refs`) and reports the wall time,
+failures and the slowest runs. Part 2 grades each problem's reference solution (default instance)
+with fix-and-solve, warm (forked from a server with cpmpy imported) and cold (a fresh interpreter per
+check), and reports p50/p90. Writes cpbench-refs-<date>.json and .md under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from triforge.cpagent.dataset import load_dataset
+from triforge.cpagent.grader import grade_solutions
+from triforge.cpagent.refs import RefResult, run_references
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def bench_refs(problems: list, jobs: int, progress: Path | None = None) -> dict:
+    t0 = time.perf_counter()
+
+    def done(r: RefResult) -> None:
+        if progress is not None:
+            with progress.open("a") as f:
+                f.write(json.dumps({"t": round(time.perf_counter() - t0, 1), **r.to_json()}) + "\n")
+
+    results = run_references(problems, jobs=jobs, on_done=done)
+    wall = time.perf_counter() - t0
+    failed = [r for r in results if not r.ok]
+    by_problem: dict[str, float] = {}
+    for r in results:
+        by_problem[r.problem_id] = by_problem.get(r.problem_id, 0.0) + r.duration_s
+    return {
+        "wall_s": wall,
+        "runs": len(results),
+        "ok": len(results) - len(failed),
+        "failed": [{"problem": r.problem_id, "instance": r.instance, "status": r.status, "reason": r.reason,
+                    "seconds": round(r.duration_s, 2)} for r in failed],
+        "slowest": sorted(({"problem": r.problem_id, "instance": r.instance, "seconds": round(r.duration_s, 2),
+                            "ok": r.ok} for r in results), key=lambda d: -d["seconds"])[:15],
+        "seconds_by_problem": {k: round(v, 2) for k, v in sorted(by_problem.items(), key=lambda kv: -kv[1])},
+        "results": [r.to_json() for r in results],
+    }
+
+
+def bench_grading(problems: list, refs: dict[str, RefResult]) -> dict:
+    out: dict[str, dict] = {}
+    for mode in ("warm", "cold"):
+        os.environ["TRIFORGE_CPBENCH_WARM"] = "1" if mode == "warm" else "0"
+        times: dict[str, float] = {}
+        verdicts: dict[str, str] = {}
+        for p in problems:
+            ref = refs.get(p.id)
+            if ref is None or not ref.ok:
+                continue
+            t0 = time.perf_counter()
+            (v,) = grade_solutions(p, [ref.solution], 0, reference=ref)
+            times[p.id] = time.perf_counter() - t0
+            verdicts[p.id] = v.verdict
+        xs = list(times.values())
+        out[mode] = {"n": len(xs), "p50_s": _pct(xs, 0.5), "p90_s": _pct(xs, 0.9), "max_s": max(xs, default=0.0),
+                     "mean_s": statistics.fmean(xs) if xs else 0.0,
+                     "not_correct": sorted(k for k, v in verdicts.items() if v != "correct"),
+                     "slowest": sorted(times.items(), key=lambda kv: -kv[1])[:5]}
+    os.environ.pop("TRIFORGE_CPBENCH_WARM", None)
+    return out
+
+
+def render_md(rep: dict) -> str:
+    lines = [f"# CP-Bench harness benchmark ({rep['date']})", "",
+             f"Machine: {rep['machine']}; load average at start {rep['loadavg_start']}, at end {rep['loadavg_end']} "
+             "(the machine is shared, so absolute times are noisy).", ""]
+    if r := rep.get("refs"):
+        lines += ["## References", "",
+                  f"- instances: {rep['instances']}, jobs: {rep['jobs']}",
+                  f"- runs: {r['runs']}, ok: {r['ok']}, failed: {len(r['failed'])}",
+                  f"- **wall time: {r['wall_s']:.1f} s**", ""]
+        if r["failed"]:
+            lines += ["| problem | instance | status | seconds | reason |", "|---|---|---|---|---|"]
+            lines += [f"| {f['problem']} | {f['instance']} | {f['status']} | {f['seconds']} | {f['reason']} |"
+                      for f in r["failed"][:100]]
+            lines.append("")
+        lines += ["Slowest runs:", "", "| problem | instance | seconds | ok |", "|---|---|---|---|"]
+        lines += [f"| {s['problem']} | {s['instance']} | {s['seconds']} | {s['ok']} |" for s in r["slowest"]]
+        lines.append("")
+    if g := rep.get("grading"):
+        lines += ["## Grading one solution (fix-and-solve, default instance, reference solution)", "",
+                  "| mode | n | p50 s | p90 s | max s | mean s | not correct |", "|---|---|---|---|---|---|---|"]
+        for mode, d in g.items():
+            lines.append(f"| {mode} | {d['n']} | {d['p50_s']:.3f} | {d['p90_s']:.3f} | {d['max_s']:.3f} | "
+                         f"{d['mean_s']:.3f} | {', '.join(d['not_correct']) or '-'} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--instances", choices=("all", "default"), default="all")
+    ap.add_argument("--problem", action="append", default=None)
+    ap.add_argument("--skip-refs", action="store_true", help="only the grading part (runs default refs first)")
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    args = ap.parse_args()
+    problems = load_dataset(args.data, args.problem)
+    rep: dict = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                 "machine": f"{platform.node()} {os.cpu_count()} cores, {platform.python_version()}",
+                 "loadavg_start": [round(x, 2) for x in os.getloadavg()], "jobs": args.jobs,
+                 "instances": args.instances}
+    chosen = problems if args.instances == "all" else [replace(p, instances=p.instances[:1]) for p in problems]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"cpbench-refs-{datetime.now(UTC):%Y-%m-%d}" + ("" if args.instances == "all" else "-default")
+    if not args.skip_refs:
+        rep["refs"] = bench_refs(chosen, args.jobs, progress=out / f"{stem}.progress.jsonl")
+        (out / f"{stem}.json").write_text(json.dumps(rep, indent=1))  # kept even if the grading part fails
+        print(f"refs: {rep['refs']['ok']}/{rep['refs']['runs']} ok, wall {rep['refs']['wall_s']:.1f} s", flush=True)
+        refs = {r["problem_id"]: RefResult.from_json(r) for r in rep["refs"]["results"] if r["instance"] == 0}
+    else:
+        defaults = [replace(p, instances=p.instances[:1]) for p in problems]
+        refs = {r.problem_id: r for r in run_references(defaults, jobs=args.jobs)}
+    rep["grading"] = bench_grading(problems, refs)
+    for mode, d in rep["grading"].items():
+        print(f"grading {mode}: p50 {d['p50_s']:.3f} s, p90 {d['p90_s']:.3f} s over {d['n']}", flush=True)
+    rep["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    (out / f"{stem}.json").write_text(json.dumps(rep, indent=1))
+    (out / f"{stem}.md").write_text(render_md(rep))
+    print(f"wrote {out / stem}.json and .md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,224 @@
+"""CP-Bench data set loader for the upstream DCP-Bench-Open layout.
+
+Layout read (never a list of ids): `<root>/dataset/<id>/<id>.cpmpy.py` and `<root>/dataset/<id>/<id>.json`.
+The model file starts with `# Category:`, `# Source:` and optionally `# Timeout:` headers, then a docstring
+(the problem text), then an optional `# Data` ... `# End of data` block (the default instance), then a
+reference CPMpy model that prints one JSON object. The `.json` file is a list of instances (the first is
+the default); problems without a data block have an empty list and a single implicit instance.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from triforge.core.errors import UserError
+
+DEFAULT_TIMEOUT_S = 60.0
+MODEL_SUFFIX = ".cpmpy.py"
+_HEADER = re.compile(r"^#\s*(Category|Source|Timeout)\s*:\s*(.*?)\s*$", re.MULTILINE)
+_DATA_START = "# Data"
+_DATA_END = "# End of data"
+
+
+class DatasetError(UserError):
+    """A data folder or problem file that is not in the DCP-Bench-Open layout."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    id: str
+    category: str
+    source: str
+    timeout_s: float | None  # from `# Timeout:`; None when the header is absent
+    description: str
+    default_data: str  # text between `# Data` and `# End of data` ('' when there is no block)
+    instances: tuple[dict[str, Any], ...]  # from <id>.json; may be empty
+    reference_source: str
+    output_keys: tuple[str, ...]
+    is_optimization: bool
+    objective_sense: str | None  # "minimize", "maximize" or None
+    path: Path = field(compare=False)
+
+    @property
+    def time_limit_s(self) -> float:
+        return self.timeout_s if self.timeout_s is not None else DEFAULT_TIMEOUT_S
+
+    @property
+    def n_instances(self) -> int:
+        """At least 1: a problem without instances has its default instance only."""
+        return max(1, len(self.instances))
+
+    def instance_source(self, index: int = 0) -> str:
+        """The reference model with instance `index` substituted for the default data block."""
+        if not 0 <= index < self.n_instances:
+            raise UserError(f"{self.id}: instance {index} out of range (it has {self.n_instances})")
+        if not self.instances:
+            return self.reference_source
+        return substitute_data(self.reference_source, self.instances[index], where=str(self.path))
+
+
+def _data_span(source: str) -> tuple[int, int] | None:
+    """Character span of the data block's body (between the marker lines), or None."""
+    lines = source.splitlines(keepends=True)
+    start = end = None
+    pos = 0
+    for line in lines:
+        stripped = line.strip()
+        if start is None and stripped == _DATA_START:
+            start = pos + len(line)
+        elif start is not None and stripped == _DATA_END:
+            end = pos
+            break
+        pos += len(line)
+    if start is None:
+        return None
+    if end is None:
+        raise DatasetError("has '# Data' but no '# End of data' line")
+    return start, end
+
+
+def substitute_data(source: str, instance: dict[str, Any], *, where: str = "model") -> str:
+    """Replace the data block's body by one assignment per instance entry."""
+    try:
+        span = _data_span(source)
+    except DatasetError as e:
+        raise DatasetError(f"{where}: {e}") from None
+    if span is None:
+        raise DatasetError(f"{where}: instance data given but the model has no '# Data' block")
+    body = "".join(f"{name} = {value!r}\n" for name, value in instance.items())
+    return source[: span[0]] + body + source[span[1] :]
+
+
+def _solution_keys(tree: ast.Module) -> tuple[str, ...]:
+    """Keys of the last `solution = {...}` dict literal (or of a dict literal passed to json.dumps)."""
+    found: ast.Dict | None = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+            if any(isinstance(t, ast.Name) and t.id == "solution" for t in node.targets):
+                found = node.value
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) == "json.dumps" and node.args:
+            if isinstance(node.args[0], ast.Dict):
+                found = node.args[0]
+    if found is None:
+        return ()
+    keys = [k.value for k in found.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    return tuple(keys) if len(keys) == len(found.keys) else ()
+
+
+def objective_sense(tree: ast.Module) -> str | None:
+    """'minimize' / 'maximize' when the model has an objective (`Model(minimize=...)` or `m.minimize(...)`)."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        for kw in node.keywords:
+            if kw.arg in ("minimize", "maximize") and ast.unparse(node.func).endswith("Model"):
+                return kw.arg
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("minimize", "maximize"):
+            return node.func.attr
+    return None
+
+
+def _docstring(tree: ast.Module) -> str:
+    for node in tree.body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return node.value.value.strip()
+    return ""
+
+
+def parse_problem(folder: Path) -> Problem:
+    pid = folder.name
+    model_path = folder / f"{pid}{MODEL_SUFFIX}"
+    inst_path = folder / f"{pid}.json"
+    for p in (model_path, inst_path):
+        if not p.is_file():
+            raise DatasetError(f"{p}: missing; each problem folder <id>/ needs <id>{MODEL_SUFFIX} and <id>.json")
+    source = model_path.read_text(encoding="utf-8")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # LaTeX like \( in the docstrings is an invalid escape
+            tree = ast.parse(source)
+    except SyntaxError as e:
+        raise DatasetError(f"{model_path}: not valid Python ({e.msg}, line {e.lineno})") from None
+    headers = {m.group(1): m.group(2) for m in _HEADER.finditer(source.split('"""', 1)[0])}
+    if "Category" not in headers:
+        raise DatasetError(f"{model_path}: no '# Category:' header line; is this a DCP-Bench-Open model file?")
+    timeout: float | None = None
+    if "Timeout" in headers:
+        try:
+            timeout = float(headers["Timeout"])
+        except ValueError:
+            raise DatasetError(f"{model_path}: '# Timeout: {headers['Timeout']}' is not a number of seconds") from None
+    description = _docstring(tree)
+    if not description:
+        raise DatasetError(f"{model_path}: no docstring with the problem description")
+    try:
+        span = _data_span(source)
+    except DatasetError as e:
+        raise DatasetError(f"{model_path}: {e}") from None
+    default_data = source[span[0] : span[1]] if span else ""
+    try:
+        instances = json.loads(inst_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise DatasetError(f"{inst_path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(instances, list) or not all(isinstance(i, dict) for i in instances):
+        raise DatasetError(f"{inst_path}: expected a JSON list of instance objects")
+    if instances and span is None:
+        raise DatasetError(f"{model_path}: {inst_path.name} lists instances but the model has no '# Data' block")
+    keys = _solution_keys(tree)
+    if not keys:
+        raise DatasetError(f"{model_path}: no `solution = {{...}}` dict literal with string keys found")
+    sense = objective_sense(tree)
+    return Problem(
+        id=pid,
+        category=headers["Category"],
+        source=headers.get("Source", ""),
+        timeout_s=timeout,
+        description=description,
+        default_data=default_data,
+        instances=tuple(instances),
+        reference_source=source,
+        output_keys=keys,
+        is_optimization=sense is not None,
+        objective_sense=sense,
+        path=model_path,
+    )
+
+
+def dataset_dir(path: str | Path) -> Path:
+    """Accept the repository root (holding `dataset/`) or the `dataset/` folder itself."""
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise DatasetError(f"{root}: no such folder; pass --data pointing at a DCP-Bench-Open checkout")
+    if (root / "dataset").is_dir():
+        return root / "dataset"
+    if root.is_dir() and any((d / f"{d.name}{MODEL_SUFFIX}").is_file() for d in root.iterdir() if d.is_dir()):
+        return root
+    raise DatasetError(f"{root}: neither holds dataset/<id>/<id>{MODEL_SUFFIX} nor is such a dataset folder")
+
+
+def problem_ids(path: str | Path) -> list[str]:
+    return sorted(d.name for d in dataset_dir(path).iterdir() if d.is_dir() and not d.name.startswith((".", "_")))
+
+
+def load_dataset(path: str | Path, ids: list[str] | None = None) -> list[Problem]:
+    """All problems under `path` (or those in `ids`), sorted by id."""
+    if ids:
+        return [load_problem(path, pid) for pid in ids]
+    folder = dataset_dir(path)
+    return [parse_problem(folder / pid) for pid in problem_ids(path)]
+
+
+def load_problem(path: str | Path, problem_id: str) -> Problem:
+    folder = dataset_dir(path)
+    if not (folder / problem_id).is_dir():
+        close = difflib.get_close_matches(problem_id, problem_ids(path), n=3, cutoff=0.5)
+        hint = f"; closest: {', '.join(close)}" if close else ""
+        raise UserError(f"unknown problem id {problem_id!r} in {folder}{hint}")
+    return parse_problem(folder / problem_id)

@@ -1,0 +1,316 @@
+"""Strict CP-Bench grader: exact keys, exact types and shapes, fix-and-solve feasibility, proven optimality.
+
+Verdicts: `correct`, `incorrect`, `error` (the program crashed, or the check itself failed),
+`timeout`, `no_output`. Only `correct` passes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from triforge.core import proc
+from triforge.core.errors import UserError
+from triforge.cpagent import warm
+from triforge.cpagent.dataset import Problem, substitute_data
+from triforge.cpagent.output import OutputError, as_template_bools, key_errors, parse_solution, shape_errors
+from triforge.cpagent.overconstrained import bool_or_01_keys, relax_source
+from triforge.cpagent.refmodel import check_plan
+from triforge.cpagent.refs import HARNESS, START_SLACK_S, RefCache, RefResult, harness_env, reference_for
+from triforge.cpagent.sandbox import Limits, run_python
+
+VERDICTS = ("correct", "incorrect", "error", "timeout", "no_output")
+DEFAULT_SOLVER = "ortools"
+_SAT = ("FEASIBLE", "OPTIMAL")
+
+
+@dataclass
+class Verdict:
+    problem_id: str
+    instance: int
+    verdict: str
+    reasons: list[str] = field(default_factory=list)
+    solution: dict[str, Any] | None = None
+    objective: int | float | None = None
+    optimum: int | float | None = None
+    solver: str = DEFAULT_SOLVER
+    notes: list[str] = field(default_factory=list)  # how it was graded, when out of the ordinary
+    isolation: str = ""  # how a submitted program was confined ('' for a solution given as JSON)
+    run_s: float = 0.0  # running the submitted program
+    check_s: float = 0.0  # fix-and-solve
+
+    @property
+    def correct(self) -> bool:
+        return self.verdict == "correct"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_candidates(
+    problem: Problem,
+    instance: int,
+    candidates: list[tuple[dict[str, Any], str]],
+    *,
+    optimum: int | float | None = None,
+    relax: bool = True,
+    python: str = sys.executable,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Fix each candidate's values in the (relaxed) reference model and solve with the candidate's
+    solver, all in one subprocess (candidates are (values, solver) pairs).
+
+    Returns one harness result per candidate (`status`, maybe `objective`, `reason`) and notes about
+    restrictions that could not be lifted.
+    """
+    source = problem.instance_source(instance)
+    notes: list[str] = []
+    if relax:
+        source, notes = relax_source(problem.id, source)
+    plan = check_plan(source)
+    limit = problem.time_limit_s
+    job = {
+        "prefix": plan.prefix,
+        "model_name": plan.model_name,
+        "key_exprs": plan.key_exprs,
+        "candidates": [{"values": v, "solver": s} for v, s in candidates],
+        "time_limit": limit,
+        "optimum": optimum,
+    }
+    with tempfile.TemporaryDirectory(prefix="cpbench-check-") as tmp:
+        jp, rp = Path(tmp, "job.json"), Path(tmp, "result.json")
+        jp.write_text(json.dumps(job))
+        # Each candidate may need two solves (feasibility, then reaching the optimum).
+        budget = START_SLACK_S + limit * (1 + 2 * len(candidates))
+        if warm.enabled() and python == sys.executable:
+            w = warm.pool(HARNESS).run("check", jp, rp, budget)
+            timed_out, err = w.timed_out, w.stderr
+        else:
+            r = proc.run([python, str(HARNESS), "check", str(jp), str(rp)], timeout=budget, cwd=tmp,
+                         env=harness_env())
+            timed_out, err = r.timed_out, r.stderr
+        out = json.loads(rp.read_text()) if rp.is_file() else None
+    if out is None:
+        why = "timed out" if timed_out else f"failed: {(err.strip().splitlines() or ['?'])[-1][:300]}"
+        return [{"status": "CHECK_ERROR", "reason": f"checker {why}"} for _ in candidates], notes
+    return out["results"], notes
+
+
+def _static_errors(problem: Problem, solution: dict[str, Any], template: dict[str, Any] | None) -> list[str]:
+    errs = key_errors(solution, problem.output_keys)
+    if errs or template is None:
+        return errs
+    return [e for k in problem.output_keys for e in shape_errors(solution[k], template[k], k)][:5]
+
+
+def _normalized(problem: Problem, solution: dict[str, Any], template: dict[str, Any], relax: bool) -> dict[str, Any]:
+    """Booleans and 0/1 read as the model's kind, for the keys whose text allows either (when relaxing)."""
+    keys = bool_or_01_keys(problem.id) if relax else set()
+    return {k: as_template_bools(v, template[k]) if k in keys and k in template else v for k, v in solution.items()}
+
+
+def _verdict_from_check(v: Verdict, res: dict[str, Any], problem: Problem, optimum: Any) -> Verdict:
+    status = res.get("status")
+    if res.get("native_solver"):
+        v.solver = f"{res['native_solver']} (the reference posts solver-native constraints)"
+    if status == "CHECK_ERROR" or status not in (*_SAT, "UNSATISFIABLE"):
+        v.verdict = "error"
+        v.reasons.append(res.get("reason") or f"checker could not decide (solver status {status}) "
+                         f"within {problem.time_limit_s:g} s")
+        return v
+    if status == "UNSATISFIABLE":
+        v.verdict = "incorrect"
+        v.reasons.append(res.get("reason") or "the values violate the problem's constraints")
+        return v
+    v.objective = res.get("objective")
+    if problem.is_optimization and optimum is not None and v.objective != optimum:
+        v.verdict = "incorrect"
+        v.reasons.append(f"not optimal: objective {v.objective}, proven optimum {optimum} "
+                         f"({problem.objective_sense})")
+        return v
+    if problem.is_optimization and optimum is None:
+        better = res.get("better")
+        if better in _SAT:
+            v.verdict = "incorrect"
+            v.reasons.append(f"not optimal: objective {v.objective}, a solution with objective "
+                             f"{res.get('better_objective')} exists ({problem.objective_sense})")
+            return v
+        if better != "UNSATISFIABLE":
+            v.verdict = "error"
+            v.reasons.append(f"could not prove objective {v.objective} optimal within {problem.time_limit_s:g} s")
+            return v
+        v.optimum = v.objective
+    v.verdict = "correct"
+    return v
+
+
+def derived_template(problem: Problem, instance: int = 0, *, relax: bool = True) -> dict[str, Any]:
+    """Shape and kind of each output key read off the reference's expressions: what a solution must look
+    like when no reference output is at hand (False stands for a boolean, 0 for an integer)."""
+    source = problem.instance_source(instance)
+    if relax:
+        source, _ = relax_source(problem.id, source)
+    plan = check_plan(source)
+    job = {"prefix": plan.prefix, "model_name": plan.model_name, "key_exprs": plan.key_exprs, "casts": plan.casts}
+    with tempfile.TemporaryDirectory(prefix="cpbench-template-") as tmp:
+        jp, rp = Path(tmp, "job.json"), Path(tmp, "result.json")
+        jp.write_text(json.dumps(job))
+        budget = problem.time_limit_s + START_SLACK_S
+        if warm.enabled():
+            w = warm.pool(HARNESS).run("template", jp, rp, budget)
+            err = w.stderr
+        else:
+            r = proc.run([sys.executable, str(HARNESS), "template", str(jp), str(rp)], timeout=budget, cwd=tmp,
+                         env=harness_env())
+            err = r.stderr
+        if not rp.is_file():
+            raise RuntimeError(f"{problem.id}: could not read the model's output shapes: "
+                               f"{(err.strip().splitlines() or ['?'])[-1][:300]}")
+        return json.loads(rp.read_text())["template"]
+
+
+def grade_solutions(
+    problem: Problem,
+    solutions: list[dict[str, Any]],
+    instance: int = 0,
+    *,
+    solver: str | list[str] = DEFAULT_SOLVER,
+    reference: RefResult | None = None,
+    cache: RefCache | None = None,
+    run_reference: bool = True,
+    relax: bool = True,
+) -> list[Verdict]:
+    """Grade parsed solutions (JSON objects) for one instance; the fix-and-solve checks share one subprocess.
+
+    `solver` is one backend for all, or one per solution. The reference result (given, or from `cache`,
+    by default the on-disk cache under $TRIFORGE_HOME) supplies the expected shapes and the proven
+    optimum; for an optimisation problem without one, the reference is run now (and cached) unless
+    `run_reference` is False. Without a usable reference, shapes are read off the model and optimality
+    is proven by showing that nothing better exists.
+    """
+    solvers = [solver] * len(solutions) if isinstance(solver, str) else list(solver)
+    if len(solvers) != len(solutions):
+        raise ValueError("one solver per solution")
+    cache = cache if cache is not None else RefCache()
+    ref = reference or cache.get(problem, instance)
+    if ref is None and run_reference and problem.is_optimization:
+        # Only an optimum needs the reference; shapes can be read off the model.
+        ref = reference_for(problem, instance, cache)
+    verdicts = [Verdict(problem.id, instance, "incorrect", solution=s, solver=sv)
+                for s, sv in zip(solutions, solvers, strict=True)]
+    notes: list[str] = []
+    if ref is not None and ref.ok:
+        template = ref.solution
+        optimum = ref.objective if problem.is_optimization and ref.proven_optimal else None
+    else:
+        if ref is not None and problem.is_optimization:
+            notes.append(f"reference unavailable ({ref.status}: {ref.reason}); shapes read off the model"
+                         + (", optimality proven directly" if problem.is_optimization else ""))
+        template = derived_template(problem, instance, relax=relax)
+        optimum = None
+    to_check: list[tuple[Verdict, dict[str, Any]]] = []
+    for v in verdicts:
+        v.optimum, v.notes = optimum, list(notes)
+        if not isinstance(v.solution, dict):
+            v.reasons = ["the solution is not a JSON object"]
+            continue
+        values = _normalized(problem, v.solution, template, relax)
+        if errs := _static_errors(problem, values, template):
+            v.reasons = errs
+        else:
+            to_check.append((v, values))
+    if to_check:
+        t0 = time.perf_counter()
+        results, relax_notes = check_candidates(problem, instance, [(vals, v.solver) for v, vals in to_check],
+                                                optimum=optimum, relax=relax)
+        dt = (time.perf_counter() - t0) / len(to_check)
+        for (v, _), res in zip(to_check, results, strict=True):
+            v.check_s = dt
+            v.notes += relax_notes
+            _verdict_from_check(v, res, problem, optimum)
+    return verdicts
+
+
+def grade_output(problem: Problem, stdout: str, instance: int = 0, *, solver: str = DEFAULT_SOLVER,
+                 reference: RefResult | None = None, cache: RefCache | None = None, run_reference: bool = True,
+                 relax: bool = True) -> Verdict:
+    """Grade what a program printed (the whole stdout) for one instance."""
+    try:
+        solution = parse_solution(stdout)
+    except OutputError as e:
+        kind = "no_output" if str(e) == "no output" else "incorrect"
+        return Verdict(problem.id, instance, kind, [str(e)], solver=solver)
+    return grade_solutions(problem, [solution], instance, solver=solver, reference=reference, cache=cache,
+                           run_reference=run_reference, relax=relax)[0]
+
+
+def _program_for(problem: Problem, source: str, instance: int) -> str | None:
+    """The submission with instance data substituted into its `# Data` block (None if it has none)."""
+    if not problem.instances:
+        return source
+    try:
+        return substitute_data(source, problem.instances[instance])
+    except UserError:
+        return source if instance == 0 else None
+
+
+def grade_program(
+    problem: Problem,
+    program: str | Path,
+    instances: list[int] | None = None,
+    *,
+    solver: str = DEFAULT_SOLVER,
+    cache: RefCache | None = None,
+    run_reference: bool = True,
+    relax: bool = True,
+    python: str = sys.executable,
+) -> list[Verdict]:
+    """Run a submitted Python program (or read a .json solution) and grade it on each instance asked for.
+
+    A program is run once per instance, with that instance's data substituted into its
+    `# Data` ... `# End of data` block, under the problem's time limit.
+    """
+    path = Path(program)
+    if not path.is_file():
+        raise UserError(f"{path}: no such submission file")
+    instances = instances if instances is not None else [0]
+    for k in instances:
+        if not 0 <= k < problem.n_instances:
+            raise UserError(f"{problem.id}: instance {k} out of range (it has {problem.n_instances})")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix == ".json":
+        if len(instances) != 1:
+            raise UserError(f"{path}: a .json solution answers one instance; use --instance K")
+        return [grade_output(problem, text, instances[0], solver=solver, cache=cache, run_reference=run_reference,
+                             relax=relax)]
+    out: list[Verdict] = []
+    for k in instances:
+        src = _program_for(problem, text, k)
+        if src is None:
+            out.append(Verdict(problem.id, k, "error", [f"instance {k}: the program has no '# Data' ... "
+                                                        "'# End of data' block to put the instance into"]))
+            continue
+        limits = Limits(wall_s=problem.time_limit_s)
+        res, isolation = run_python(src, limits, python=python)
+        v = _program_verdict(problem, k, res, solver, cache, run_reference, relax)
+        v.isolation, v.run_s = isolation, res.duration_s
+        out.append(v)
+    return out
+
+
+def _program_verdict(problem: Problem, k: int, res: proc.ProcResult, solver: str, cache: RefCache | None,
+                     run_reference: bool, relax: bool) -> Verdict:
+    if res.timed_out:
+        return Verdict(problem.id, k, "timeout", [f"no result within {problem.time_limit_s:g} s"], solver=solver)
+    if res.returncode != 0:
+        tail = res.stderr.strip().splitlines()[-3:] or ["(no stderr)"]
+        return Verdict(problem.id, k, "error", [f"exit code {res.returncode}: " + " | ".join(tail)[:500]],
+                       solver=solver)
+    if res.stdout_truncated:
+        return Verdict(problem.id, k, "incorrect", ["output too long"], solver=solver)
+    return grade_output(problem, res.stdout, k, solver=solver, cache=cache, run_reference=run_reference,
+                        relax=relax)

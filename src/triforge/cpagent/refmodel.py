@@ -1,0 +1,103 @@
+"""Static analysis of a reference model: where it solves, which model it solves, which expression each key prints.
+
+The grader re-runs the reference up to (not including) its solve statement, then fixes each output key's
+expression to the submitted value. Keys are read from the `solution = {...}` dict literal, whose values are
+`E.value()` possibly wrapped in `.tolist()`, `int(...)`, `bool(...)` or `list(...)`; `E` is what gets fixed.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from dataclasses import dataclass
+
+from triforge.cpagent.dataset import DatasetError
+
+_WRAPPERS = {"int", "bool", "list", "float"}
+_METHODS = {"tolist", "flatten", "value"}
+
+
+@dataclass(frozen=True)
+class CheckPlan:
+    prefix: str  # source up to the solve statement
+    model_name: str
+    key_exprs: dict[str, str]  # output key -> source of the expression to fix
+    casts: dict[str, str]  # output key -> "int"/"bool"/"float" when the print wraps the value in one
+
+
+def _solve_statement(tree: ast.Module) -> tuple[int, str]:
+    """Index of the last top-level statement calling `<name>.solve(...)`, and that name."""
+    found: tuple[int, str] | None = None
+    for i, stmt in enumerate(tree.body):
+        for node in ast.walk(stmt):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "solve"
+                and isinstance(node.func.value, ast.Name)
+            ):
+                found = (i, node.func.value.id)
+    if found is None:
+        raise DatasetError("no top-level `<model>.solve()` call found in the reference model")
+    return found
+
+
+def _strip_value(node: ast.expr) -> tuple[ast.expr | None, str]:
+    """`int(x.value())`, `x.value().tolist()` ... -> (`x`, outermost scalar cast or '');
+    (None, '') when no `.value()` call was peeled."""
+    peeled = False
+    cast = ""
+    while True:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _WRAPPERS:
+            if len(node.args) != 1 or node.keywords:
+                return None, ""
+            if node.func.id != "list" and not cast:
+                cast = node.func.id
+            node = node.args[0]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _METHODS
+            and not node.args
+            and not node.keywords
+        ):
+            peeled = peeled or node.func.attr == "value"
+            node = node.func.value
+        else:
+            return (node, cast) if peeled else (None, "")
+
+
+def _solution_dict(tree: ast.Module) -> ast.Dict:
+    found: ast.Dict | None = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+            if any(isinstance(t, ast.Name) and t.id == "solution" for t in node.targets):
+                found = node.value
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) == "json.dumps" and node.args:
+            if isinstance(node.args[0], ast.Dict):
+                found = node.args[0]
+    if found is None:
+        raise DatasetError("no `solution = {...}` dict literal in the reference model")
+    return found
+
+
+def check_plan(source: str) -> CheckPlan:
+    """Split `source` (a reference with its instance data already substituted) for fix-and-solve."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # LaTeX like \( in the docstrings is an invalid escape
+        tree = ast.parse(source)
+    index, model_name = _solve_statement(tree)
+    lines = source.splitlines(keepends=True)
+    prefix = "".join(lines[: tree.body[index].lineno - 1])
+    exprs: dict[str, str] = {}
+    casts: dict[str, str] = {}
+    for k, v in zip(_solution_dict(tree).keys, _solution_dict(tree).values, strict=True):
+        key = k.value if isinstance(k, ast.Constant) else None
+        inner, cast = _strip_value(v)
+        if not isinstance(key, str) or inner is None:
+            raise DatasetError(f"solution key {ast.unparse(k) if k else '**'}: cannot tell which expression "
+                               f"`{ast.unparse(v)}` prints (expected `<expr>.value()`)")
+        exprs[key] = ast.unparse(inner)
+        if cast:
+            casts[key] = cast
+    return CheckPlan(prefix=prefix, model_name=model_name, key_exprs=exprs, casts=casts)

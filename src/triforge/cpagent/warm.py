@@ -1,0 +1,115 @@
+"""Harness jobs in forked children of a server that has already imported cpmpy and OR-Tools.
+
+A fresh interpreter spends about half a second importing cpmpy before a check can start; forking a
+warm server (`harness.py serve`) skips that, which is what keeps fix-and-solve under a second. Each
+job still runs in its own process group with a deadline and is killed whole on timeout. Servers are
+started on first use, one per concurrent caller, and end when this process exits.
+Set TRIFORGE_CPBENCH_WARM=0 to use a plain subprocess per job instead.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from triforge.core import proc
+
+OUTPUT_LIMIT = 64_000
+
+
+@dataclass
+class WarmResult:
+    timed_out: bool
+    seconds: float
+    stdout: str
+    stderr: str
+
+
+def _read(path: Path) -> str:
+    if not path.is_file():
+        return ""
+    text, _ = proc.cap_text(path.read_text(errors="replace"), OUTPUT_LIMIT)
+    return text
+
+
+def enabled() -> bool:
+    return os.environ.get("TRIFORGE_CPBENCH_WARM", "1") != "0" and hasattr(os, "fork")
+
+
+class WarmServer:
+    def __init__(self, harness: Path, python: str = sys.executable) -> None:
+        env = dict(os.environ)
+        env.pop("PYTHONPATH", None)
+        self.proc = subprocess.Popen(
+            [python, str(harness), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True, start_new_session=True, env=env,
+        )
+        ready = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not ready.strip():
+            self.close()
+            raise RuntimeError("warm harness server did not start")
+
+    def run(self, mode: str, job: Path, result: Path, timeout: float, nice: int = 0) -> WarmResult:
+        out, err = result.with_suffix(".stdout"), result.with_suffix(".stderr")
+        req = {"mode": mode, "job": str(job), "result": str(result), "stdout": str(out), "stderr": str(err),
+               "timeout": timeout, "nice": nice}
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        reply = self.proc.stdout.readline()
+        if not reply:
+            raise RuntimeError("warm harness server died")
+        r = json.loads(reply)
+        return WarmResult(bool(r["timed_out"]), float(r["seconds"]), _read(out), _read(err))
+
+    def close(self) -> None:
+        proc.kill_group(self.proc.pid)
+        self.proc.wait()
+
+
+_pools: dict[Path, WarmPool] = {}
+_pools_lock = threading.Lock()
+
+
+def pool(harness: Path) -> WarmPool:
+    """The process-wide pool for `harness` (servers are a process resource, like open files; closed at exit)."""
+    with _pools_lock:
+        if harness not in _pools:
+            _pools[harness] = WarmPool(harness)
+            atexit.register(_pools[harness].close)
+        return _pools[harness]
+
+
+class WarmPool:
+    """Idle servers handed out one caller at a time; a broken server is dropped and replaced."""
+
+    def __init__(self, harness: Path) -> None:
+        self.harness = harness
+        self._idle: list[WarmServer] = []
+        self._lock = threading.Lock()
+
+    def run(self, mode: str, job: Path, result: Path, timeout: float, nice: int = 0) -> WarmResult:
+        with self._lock:
+            server = self._idle.pop() if self._idle else None
+        if server is None:
+            server = WarmServer(self.harness)
+        try:
+            out = server.run(mode, job, result, timeout, nice)
+        except (OSError, RuntimeError, ValueError):
+            server.close()
+            raise
+        with self._lock:
+            self._idle.append(server)
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            servers, self._idle = self._idle, []
+        for s in servers:
+            s.close()

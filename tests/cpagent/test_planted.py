@@ -1,0 +1,187 @@
+"""Every problem: the reference's own output is accepted (by two solvers) and planted faults are rejected.
+
+The reference outputs come from one session-wide run (conftest). Text, key, type and shape faults
+must be rejected without solving; value faults and sub-optimal solutions need the fix-and-solve check.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from triforge.cpagent.dataset import Problem
+from triforge.cpagent.grader import Verdict, grade_output, grade_solutions
+from triforge.cpagent.overconstrained import bool_or_01_keys
+from triforge.cpagent.refs import RefResult
+from triforge.cpagent.variants import solve_variant
+
+from .planted import shape_faults, text_faults, value_faults
+
+
+def _second_solver() -> str:
+    """The non-OR-Tools backend the checks are repeated with: exact (pip `exact`), else choco (`pychoco`)."""
+    import cpmpy
+
+    names = {n for n, cls in cpmpy.SolverLookup.base_solvers() if cls.supported()}
+    for name in ("exact", "choco"):
+        if name in names:
+            return name
+    raise AssertionError("no second CPMpy backend installed: pip install exact (or pychoco)")
+
+
+SECOND_SOLVER = _second_solver()
+
+# Planted value faults that turn out to be valid solutions of the problem as stated: they must be
+# accepted (a grader rejecting them would be wrong). Each was checked against the problem text.
+VALID_FAULTS = {
+    ("big_bang2", "shift_plus_one"): "adding 1 to every face keeps every 'beats' relation and stays within 1..12",
+    ("bowls_and_oranges", "shift_plus_one"): "moving every orange one bowl along keeps all distances",
+    ("birthday_coins", "shift_minus_one"): "8 half-crowns + 4 shillings + 3 sixpence is also 15 coins, 306 pence",
+    ("csplib_028_bibd", "shift_rows"): "rotating the rows relabels the objects; still a BIBD",
+    ("csplib_044_steiner", "shift_rows"): "rotating the list of triples reorders the set of triples",
+    ("csplib_033_word_design", "perturb_one"): "C->G in the first word keeps every stated distance property",
+}
+
+
+def _suboptimal(problem: Problem, ref: RefResult) -> dict | None:
+    worse = ">" if problem.objective_sense == "minimize" else "<"
+    res = solve_variant(problem, 0, [f"{{objective}} {worse} {ref.objective}"], time_limit=20)
+    return res.get("values")
+
+
+def grade_problem(problem: Problem, ref: RefResult) -> dict[str, Verdict]:
+    """All planted candidates of one problem; value-level ones share one fix-and-solve subprocess."""
+    assert ref.ok, f"{problem.id}: reference failed: {ref.reason}"
+    out: dict[str, Verdict] = {}
+    for name, text in text_faults(ref.solution).items():
+        out[f"text:{name}"] = grade_output(problem, text, 0, reference=ref)
+    shapes = shape_faults(ref.solution)
+    if bool_or_01_keys(problem.id):
+        # The text allows booleans and 0/1 alike here: those are valid (test_overconstrained covers them).
+        shapes = {n: s for n, s in shapes.items() if n not in ("bool_as_int", "int_as_bool")}
+    for name, v in zip(shapes, grade_solutions(problem, list(shapes.values()), 0, reference=ref), strict=True):
+        out[f"shape:{name}"] = v
+    cands = {"ref:ortools": (ref.solution, "ortools"), f"ref:{SECOND_SOLVER}": (ref.solution, SECOND_SOLVER)}
+    values = value_faults(ref.solution)
+    if problem.is_optimization and (sub := _suboptimal(problem, ref)) is not None:
+        values["suboptimal"] = sub
+    cands |= {f"value:{n}": (s, "ortools") for n, s in values.items()}
+    # The second backend also judges one wrong and one sub-optimal answer (all of them would double the time).
+    cands |= {f"second:{n}": (s, SECOND_SOLVER) for n, s in values.items() if n in ("perturb_one", "suboptimal")}
+    verdicts = grade_solutions(problem, [s for s, _ in cands.values()], 0,
+                               solver=[sv for _, sv in cands.values()], reference=ref)
+    out.update(zip(cands, verdicts, strict=True))
+    return out
+
+
+@pytest.fixture(scope="session")
+def planted(problems, refs) -> dict[str, dict[str, Verdict]]:
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the other core runs cmo_2012's reference
+        results = pool.map(lambda pid: (pid, grade_problem(problems[pid], refs[pid])), sorted(refs))
+        return dict(results)
+
+
+def _failures(planted: dict[str, dict[str, Verdict]], want) -> list[str]:
+    bad = []
+    for pid, verdicts in planted.items():
+        for name, v in verdicts.items():
+            if (msg := want(pid, name, v)) is not None:
+                bad.append(f"{pid} {name}: {v.verdict} {v.reasons[:1]} -- {msg}")
+    return bad
+
+
+def test_every_reference_ran_and_is_accepted_by_two_solvers(problems, refs, planted):
+    assert len(refs) == len(problems) - 1  # all but cmo_2012, checked below
+    bad = _failures(planted, lambda pid, n, v: "reference rejected" if n.startswith("ref:") and not v.correct
+                    else None)
+    assert not bad, "\n".join(bad)
+    # The second backend reaches the same verdict on every value-level candidate too.
+    differ = [f"{pid} {n}: ortools {vs[n].verdict}, {SECOND_SOLVER} {vs['second:' + n[6:]].verdict}"
+              for pid, vs in planted.items() for n in vs
+              if "second:" + n[6:] in vs and vs[n].verdict != vs["second:" + n[6:]].verdict]
+    assert not differ, "\n".join(differ)
+
+
+def test_text_faults_are_rejected_without_solving(planted):
+    def want(pid, name, v):
+        if not name.startswith("text:"):
+            return None
+        if v.correct or v.verdict not in ("incorrect", "no_output"):
+            return "must be incorrect"
+        return "was solved" if v.check_s else None
+
+    assert not (bad := _failures(planted, want)), "\n".join(bad)
+
+
+def test_key_type_and_shape_faults_are_rejected_without_solving(planted):
+    def want(pid, name, v):
+        if not name.startswith("shape:"):
+            return None
+        if v.verdict != "incorrect":
+            return "must be incorrect"
+        return "was solved" if v.check_s else None
+
+    assert not (bad := _failures(planted, want)), "\n".join(bad)
+    kinds = {n for vs in planted.values() for n in vs if n.startswith("shape:")}
+    assert {"shape:missing_key", "shape:extra_key", "shape:int_as_string", "shape:int_as_float",
+            "shape:int_as_bool", "shape:bool_as_int", "shape:list_too_short"} <= kinds
+
+
+def test_value_faults_are_rejected_unless_valid(planted):
+    def want(pid, name, v):
+        if not name.startswith("value:"):
+            return None
+        valid = (pid, name.removeprefix("value:")) in VALID_FAULTS
+        if valid and not v.correct:
+            return "a valid alternative was rejected"
+        if not valid and v.verdict != "incorrect":
+            return "must be incorrect"
+        return None
+
+    assert not (bad := _failures(planted, want)), "\n".join(bad)
+    for pid, vs in planted.items():  # every problem gets a perturbation, and integer ones a caught shift
+        assert "value:perturb_one" in vs, pid
+        shifts = [n for n in vs if n.startswith("value:shift_")]
+        if "value:shift_plus_one" in vs:
+            assert any((pid, n.removeprefix("value:")) not in VALID_FAULTS for n in shifts), pid
+
+
+def test_suboptimal_solutions_are_rejected(problems, planted):
+    opt = sorted(pid for pid in planted if problems[pid].is_optimization)
+    assert len(opt) == 27  # 28 optimisation problems, cmo_2012 below
+    missing = [pid for pid in opt if "value:suboptimal" not in planted[pid]]
+    assert not missing, f"no sub-optimal solution found for {missing}"
+    for pid in opt:
+        v = planted[pid]["value:suboptimal"]
+        assert v.verdict == "incorrect" and "not optimal" in v.reasons[0], (pid, v.reasons)
+
+
+# The published answer to the 2012 Canadian MO problem (a = 2025 = 45^2, b = 1936 = 44^2, a - b = 89 is prime).
+CMO_2012_ANSWER = {"a": 2025, "b": 1936, "n": 1980, "p": 89}
+
+
+def test_cmo_2012_is_graded_without_its_slow_reference(problems, tmp_path):
+    """cmo_2012's reference needs about 120 s; grading must not. With no reference at hand, the grader
+    reads the shapes off the model and proves optimality itself (nothing with a smaller a exists)."""
+    from triforge.cpagent.refs import RefCache
+
+    p = problems["cmo_2012"]
+    empty = RefCache(tmp_path / "cache")
+    good = {k: CMO_2012_ANSWER[k] for k in p.output_keys}
+    cands = [good, good, {**good, "a": 2026}, {"a": 2116, "b": 2025, "n": 2070, "p": 91},
+             {"a": 2304, "b": 2209, "n": 2256, "p": 95}, {"a": 2401, "b": 2304, "n": 2352, "p": 97}]
+    solvers = ["ortools", SECOND_SOLVER, "ortools", "ortools", "ortools", "ortools"]
+    v = grade_solutions(p, cands, 0, solver=solvers, cache=empty, run_reference=False)
+    assert [x.verdict for x in v[:2]] == ["correct", "correct"], v[0].reasons
+    assert v[0].optimum == 2025
+    assert v[2].verdict == "incorrect" and "violate" in v[2].reasons[0]
+    assert v[3].verdict == "incorrect"  # 91 = 7 * 13 is not prime
+    assert v[4].verdict == "incorrect"  # 95 is not prime
+    assert v[5].verdict == "incorrect" and "not optimal" in v[5].reasons[0]  # 97 is prime: feasible, a too big
+    faults = {**shape_faults(good), **value_faults(good)}
+    for name, fv in zip(faults, grade_solutions(p, list(faults.values()), 0, cache=empty, run_reference=False),
+                        strict=True):
+        assert fv.verdict == "incorrect", name
+    for name, text in text_faults(good).items():
+        assert not grade_output(p, text, 0, cache=empty, run_reference=False).correct, name
