@@ -136,3 +136,25 @@ def test_stale_state_file_is_removed(fake_gguf):
 
     write_json(state.state_file(), {"pid": 2**22 + 12345, "base_url": "http://127.0.0.1:1/v1"})
     assert state.running() is None and not state.state_file().exists()
+
+
+def test_a_runaway_generation_past_the_timeout_replaces_the_server(fake_gguf, tmp_path, monkeypatch):
+    """llama-cpp-python keeps generating after the client gives up; retrying on the same server would queue."""
+    monkeypatch.setenv("TRIFORGE_LOCAL_TIMEOUT", "1")
+    script = tmp_path / "slow_once.py"
+    marker = tmp_path / "slow.done"
+    script.write_text(
+        "import pathlib, time\n"
+        f"M = pathlib.Path({str(marker)!r})\n"
+        "def reply(request):\n"
+        "    if not M.exists():\n"
+        "        M.write_text('x')\n"
+        "        time.sleep(30)\n"
+        "    return 'fast reply'\n"
+    )
+    llm, started = make_llm(fake_gguf, script)
+    with llm:
+        t0 = time.monotonic()
+        assert llm.complete(HELLO).content == "fast reply"
+        assert time.monotonic() - t0 < 20
+        assert len(started) == 2 and not started[0].alive() and llm.restarts == 1

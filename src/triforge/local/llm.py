@@ -16,6 +16,7 @@ per-endpoint concurrency limits key on the model, not on the port of the day.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -44,7 +45,8 @@ def local_model_config(model_path: Path | None = None) -> ModelConfig:
         raise LocalModelError("the local model is not installed; run `triforge local install` "
                               "(about 1.1 GB download), or configure another model with --model")
     return ModelConfig(
-        model=LOCAL_ALIAS, base_url=f"{LOCAL_SCHEME}{path}", timeout_s=600.0, max_retries=3,
+        model=LOCAL_ALIAS, base_url=f"{LOCAL_SCHEME}{path}",
+        timeout_s=float(os.environ.get("TRIFORGE_LOCAL_TIMEOUT", "300")), max_retries=3,
         max_concurrency=1,  # llama-cpp-python's server runs one request at a time
         native_tools=True,
     )
@@ -137,7 +139,15 @@ class LocalLLM(OpenAICompatLLM):
         try:
             return super()._call_once(body)
         except openai.APITimeoutError:
-            raise  # a busy server is not a dead one
+            # llama-cpp-python goes on generating after the client gives up (and ignores max_tokens in tool
+            # mode), so a retry would queue behind the runaway generation: replace our own server first.
+            with self._lock:
+                if self._server is not None:
+                    self._lost_cause = f"a reply took longer than {self.config.timeout_s:g} s"
+                    self._server.stop()
+                    if self._url == url:
+                        self._url = None
+            raise
         except openai.APIConnectionError:
             if self._check_lost(url):
                 with self._lock:
