@@ -62,11 +62,11 @@ def overhead(problems) -> list[float]:
     return times
 
 
-def speedup(problems, delay: float) -> tuple[float, float]:
+def speedup(problems, delay: float, cells: int) -> tuple[float, float]:
     tasks = [task_from_problem(p) for p in problems]
     out = {}
     for jobs in (1, 8):
-        with FakeOpenAIServer(reference_submitter(problems), delay_s=delay) as srv, \
+        with FakeOpenAIServer(reference_submitter(problems, cells=cells), delay_s=delay) as srv, \
                 tempfile.TemporaryDirectory() as d:
             llm = OpenAICompatLLM("fake", ModelConfig(model="fake-model", base_url=srv.base_url, max_concurrency=8))
             t0 = time.perf_counter()
@@ -81,24 +81,34 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=Path(os.environ.get("TRIFORGE_CPBENCH", DEFAULT_DATA)))
     ap.add_argument("--n", type=int, default=16)
     ap.add_argument("--delay", type=float, default=1.0)
+    ap.add_argument("--cells", type=int, nargs="+", default=[1, 4],
+                    help="python_exec steps before the submit (replies per problem = cells + 1)")
     args = ap.parse_args()
     problems = pick(load_dataset(args.data), args.n)
     times = overhead(problems)
-    t1, t8 = speedup(problems, args.delay)
+    runs = {c: speedup(problems, args.delay, c) for c in args.cells}
     res = {
         "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.node()} {os.cpu_count()} cpus",
         "problems": [p.id for p in problems],
         "harness_overhead_s_p50": statistics.median(times), "harness_overhead_s_max": max(times),
-        "bench_jobs1_s": t1, "bench_jobs8_s": t8, "bench_speedup": t1 / t8, "reply_delay_s": args.delay,
+        "reply_delay_s": args.delay,
+        "bench": [{"replies_per_problem": c + 1, "jobs1_s": t1, "jobs8_s": t8, "speedup": t1 / t8}
+                  for c, (t1, t8) in runs.items()],
     }
     md = [f"# cpagent overhead ({res['date']}, {res['machine']})", "",
           f"{len(problems)} CP-Bench problems, scripted model that submits each reference program (fixture).", "",
           "| measure | value | target |", "|---|---|---|",
           f"| harness overhead per problem, p50 (pooled kernel, fresh run, strict grading) | "
           f"{res['harness_overhead_s_p50']:.2f} s | <= 2 s |",
-          f"| bench --jobs 1, fake server {args.delay:g} s/reply | {t1:.1f} s | |",
-          f"| bench --jobs 8, fake server {args.delay:g} s/reply | {t8:.1f} s | |",
-          f"| speedup | {res['bench_speedup']:.1f}x | >= 6x |"]
+          ]
+    for b in res["bench"]:
+        n = b["replies_per_problem"]
+        md += [f"| bench --jobs 1, {n} replies/problem at {args.delay:g} s | {b['jobs1_s']:.1f} s | |",
+               f"| bench --jobs 8, {n} replies/problem at {args.delay:g} s | {b['jobs8_s']:.1f} s | |",
+               f"| speedup, {n} replies/problem | {b['speedup']:.1f}x | >= 6x |"]
+    md += ["", "On 2 cores the harness work (a kernel start of 0.5-1 s of CPU, the fresh run, grading) "
+           "bounds the parallel run; with more model time per problem (real agents take 5-15 steps) the speedup "
+           "approaches 8x. Serially the pool starts kernels while the model thinks, which hides their cost."]
     print("\n".join(md))
     stem = ROOT / "results" / f"cpagent-overhead-{res['date']}"
     stem.with_suffix(".json").write_text(json.dumps(res, indent=2))

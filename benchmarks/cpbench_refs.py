@@ -37,7 +37,8 @@ def bench_refs(problems: list, jobs: int, progress: Path | None = None) -> dict:
     def done(r: RefResult) -> None:
         if progress is not None:
             with progress.open("a") as f:
-                f.write(json.dumps({"t": round(time.perf_counter() - t0, 1), **r.to_json()}) + "\n")
+                row = {k: v for k, v in r.to_json().items() if k != "solution"}
+                f.write(json.dumps({"t": round(time.perf_counter() - t0, 1), **row}) + "\n")
 
     results = run_references(problems, jobs=jobs, on_done=done)
     wall = time.perf_counter() - t0
@@ -46,6 +47,7 @@ def bench_refs(problems: list, jobs: int, progress: Path | None = None) -> dict:
     for r in results:
         by_problem[r.problem_id] = by_problem.get(r.problem_id, 0.0) + r.duration_s
     return {
+        "_objects": results,
         "wall_s": wall,
         "runs": len(results),
         "ok": len(results) - len(failed),
@@ -54,8 +56,13 @@ def bench_refs(problems: list, jobs: int, progress: Path | None = None) -> dict:
         "slowest": sorted(({"problem": r.problem_id, "instance": r.instance, "seconds": round(r.duration_s, 2),
                             "ok": r.ok} for r in results), key=lambda d: -d["seconds"])[:15],
         "seconds_by_problem": {k: round(v, 2) for k, v in sorted(by_problem.items(), key=lambda kv: -kv[1])},
-        "results": [r.to_json() for r in results],
+        # Timings and statuses only: the solutions themselves are derived data and stay out of the repo.
+        "results": [{k: v for k, v in r.to_json().items() if k != "solution"} for r in results],
     }
+
+
+def results_default(results: list[RefResult]) -> list[RefResult]:
+    return [r for r in results if r.instance == 0]
 
 
 def bench_grading(problems: list, refs: dict[str, RefResult]) -> dict:
@@ -128,9 +135,11 @@ def main() -> None:
     stem = f"cpbench-refs-{datetime.now(UTC):%Y-%m-%d}" + ("" if args.instances == "all" else "-default")
     if not args.skip_refs:
         rep["refs"] = bench_refs(chosen, args.jobs, progress=out / f"{stem}.progress.jsonl")
-        (out / f"{stem}.json").write_text(json.dumps(rep, indent=1))  # kept even if the grading part fails
+        kept = {**rep, "refs": {k: v for k, v in rep["refs"].items() if k != "_objects"}}
+        (out / f"{stem}.json").write_text(json.dumps(kept, indent=1))  # kept even if the grading part fails
         print(f"refs: {rep['refs']['ok']}/{rep['refs']['runs']} ok, wall {rep['refs']['wall_s']:.1f} s", flush=True)
-        refs = {r["problem_id"]: RefResult.from_json(r) for r in rep["refs"]["results"] if r["instance"] == 0}
+        refs = {r.problem_id: r for r in results_default(rep["refs"]["_objects"])}
+        del rep["refs"]["_objects"]
     else:
         defaults = [replace(p, instances=p.instances[:1]) for p in problems]
         refs = {r.problem_id: r for r in run_references(defaults, jobs=args.jobs)}

@@ -7,20 +7,19 @@ explanation on request, and an optimality proof for optimisation problems.
 
 from __future__ import annotations
 
-import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from triforge.core.errors import FormatError, Submitted
 from triforge.core.llm import LLM
-from triforge.core.proc import run as run_proc
+from triforge.core.proc import ProcResult
 from triforge.core.react import Agent, AgentConfig, AgentLimits, AgentResult
 from triforge.core.sandbox import ExecResult, KernelSandbox
 from triforge.core.tools import Tool, tool
 from triforge.cpagent.kernel_tools import explain_code, prove_code
 from triforge.cpagent.output import OutputError, key_errors, parse_solution
+from triforge.cpagent.sandbox import Limits, run_python
 from triforge.cpagent.task import CPTask, system_prompt, task_prompt
 
 
@@ -42,16 +41,21 @@ class FreshRun:
     stdout: str = ""
     solution: dict[str, Any] | None = None
     duration_s: float = 0.0
+    isolation: str = ""
+    timeout_s: float = 0.0
 
 
 def fresh_run(code: str, task: CPTask, timeout_s: float | None = None) -> FreshRun:
-    """Run a program in a new process and a new directory; it must print one JSON object with the keys."""
+    """Run a program as the grader does (new process, temp dir, rlimits, scrubbed env, no network);
+    it must print one JSON object with the required keys."""
     limit = timeout_s or max(task.time_limit_s, 10.0)
-    with tempfile.TemporaryDirectory(prefix="triforge-fresh-") as d:
-        prog = Path(d) / "solution.py"
-        prog.write_text(code, encoding="utf-8")
-        res = run_proc([sys.executable, "-I", str(prog)], timeout=limit, cwd=d, output_limit=20_000,
-                       env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "MPLBACKEND": "Agg"})
+    res, isolation = run_python(code, Limits(wall_s=limit))
+    fr = _judge(res, task, limit)
+    fr.isolation, fr.timeout_s = isolation, limit
+    return fr
+
+
+def _judge(res: ProcResult, task: CPTask, limit: float) -> FreshRun:
     if res.timed_out:
         return FreshRun(False, f"the program did not finish within {limit:g} s", res.stdout, None, res.duration_s)
     if res.returncode != 0:
@@ -140,7 +144,8 @@ class CPAgentTools:
             self.fresh_checks.append(fr)
             if not fr.ok:
                 raise FormatError(f"submission not accepted: {fr.reason}. Fix the program and submit again.")
-            raise Submitted({"code": code, "fresh_run": {"solution": fr.solution, "duration_s": fr.duration_s}},
+            raise Submitted({"code": code, "fresh_run": {"solution": fr.solution, "duration_s": fr.duration_s,
+                                                         "stdout": fr.stdout, "timeout_s": fr.timeout_s}},
                             "submitted after a clean fresh run")
 
         tools = [python_exec, explain_infeasible, submit]

@@ -44,7 +44,7 @@ def run_bench(
     rd.write_config({"model": {"alias": llm.alias, **llm.config.model_dump()}, "seeds": seeds, "jobs": jobs,
                      "problems": [t.id for t in tasks], "fresh_check": config.fresh_check})
     lock = threading.Lock()
-    pool = KernelPool(size=max(1, min(jobs, 4)), limits=None) if todo else None
+    pool = KernelPool(size=max(1, min(jobs, 8)), limits=None) if todo else None
 
     def one(item: tuple[CPTask, int]) -> dict[str, Any]:
         task, seed = item

@@ -20,12 +20,26 @@ from triforge.cpagent.task import CPTask
 FINAL = {"submitted", "limits_exceeded", "budget_exceeded"}  # statuses a resume does not redo
 
 
-def grade_solution(task: CPTask, program: Path, solver: str = "ortools") -> dict[str, Any]:
-    """Strict verdicts of the submitted program on every instance of the problem."""
-    from triforge.cpagent.grader import grade_program
+def grade_solution(task: CPTask, program: Path, solver: str = "ortools",
+                   fresh: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Strict verdicts of the submitted program on every instance of the problem.
+
+    `fresh` is the submit-time fresh run (same sandbox and limits as the grader's); when the program,
+    with instance 0's data put in, is the program that ran, its output is graded instead of a re-run.
+    """
+    from triforge.cpagent.grader import _program_for, grade_output, grade_program
 
     problem: Any = task.problem
-    verdicts = grade_program(problem, program, instances=list(range(problem.n_instances)), solver=solver)
+    code = program.read_text(encoding="utf-8")
+    instances = list(range(problem.n_instances))
+    verdicts = []
+    reuse = (fresh is not None and fresh.get("timeout_s", 0) <= problem.time_limit_s
+             and _program_for(problem, code, 0) == code)
+    if reuse:
+        verdicts.append(grade_output(problem, fresh["stdout"], 0, solver=solver))
+        instances = instances[1:]
+    if instances:
+        verdicts += grade_program(problem, program, instances=instances, solver=solver)
     items = [v.to_json() if hasattr(v, "to_json") else asdict(v) for v in verdicts]
     correct = all(v.get("verdict") == "correct" for v in items)
     return {"status": "correct" if correct else "incorrect", "instances": items,
@@ -75,7 +89,7 @@ def solve_task(
         why = "no CP-Bench problem given (a plain problem file has no reference to grade against)"
         record["grade"] = {"status": "ungraded", "reasons": [why]}
     else:
-        record["grade"] = grade_solution(task, rd.path / "solution.py")
+        record["grade"] = grade_solution(task, rd.path / "solution.py", fresh=result.output.get("fresh_run"))
     rd.write_results(record)
     rd.write_report(report_md(task, record))
     render_html(rd.path)
