@@ -11,7 +11,7 @@ echo "The model is Qwen2.5-Coder-1.5B-Instruct (1.5B parameters, 4-bit), running
 echo "It is small and often writes broken CPMpy: an 'incorrect' grade is an honest result, not a crash."
 rc=0
 .venv/bin/triforge cpagent solve --data examples/cpbench --problem two_numbers --model local \
-  --out runs/main --max-steps 12 || rc=$?
+  --out runs/main --max-steps 12 --max-wall 900 || rc=$?
 .venv/bin/triforge trace summary runs/main
 echo "run directory: runs/main (report.md, trace.html, results.json, solution.py if the agent submitted)"
 # 1 means the run finished but the answer was not correct; anything else is a real failure.
