@@ -158,3 +158,10 @@ def test_a_runaway_generation_past_the_timeout_replaces_the_server(fake_gguf, tm
         assert llm.complete(HELLO).content == "fast reply"
         assert time.monotonic() - t0 < 20
         assert len(started) == 2 and not started[0].alive() and llm.restarts == 1
+
+
+def test_text_tool_protocol_with_a_reply_cap_by_environment(fake_gguf, monkeypatch):
+    assert local_model_config(fake_gguf).native_tools and local_model_config(fake_gguf).max_tokens is None
+    monkeypatch.setenv("TRIFORGE_LOCAL_TOOLS", "text")
+    cfg = local_model_config(fake_gguf)
+    assert not cfg.native_tools and cfg.max_tokens == 768

@@ -48,7 +48,11 @@ def local_model_config(model_path: Path | None = None) -> ModelConfig:
         model=LOCAL_ALIAS, base_url=f"{LOCAL_SCHEME}{path}",
         timeout_s=float(os.environ.get("TRIFORGE_LOCAL_TIMEOUT", "300")), max_retries=3,
         max_concurrency=1,  # llama-cpp-python's server runs one request at a time
-        native_tools=True,
+        # TRIFORGE_LOCAL_TOOLS=text: triforge's text tool protocol with a cap on every reply. llama-cpp-python
+        # ignores max_tokens in native tool mode, where a 1.5B model can generate without end (seen here).
+        native_tools=os.environ.get("TRIFORGE_LOCAL_TOOLS", "native") != "text",
+        max_tokens=int(os.environ.get("TRIFORGE_LOCAL_MAX_TOKENS", "768"))
+        if os.environ.get("TRIFORGE_LOCAL_TOOLS") == "text" else None,
     )
 
 
