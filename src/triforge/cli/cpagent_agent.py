@@ -90,7 +90,8 @@ def solve(
     console.print(f"agent: {rec['status']} after {rec['steps']} steps; grade: [bold]{g.get('status')}[/]")
     for reason in g.get("reasons", [])[:5]:
         console.print(f"  - {reason}")
-    console.print(f"run directory: {out} (solution.py, solution.json, trace.html, report.md)")
+    files = [f for f in ("solution.py", "solution.json", "trace.html", "report.md") if (out / f).is_file()]
+    console.print(f"run directory: {out} ({', '.join(files)})")
     if rec["status"] == "endpoint_error":
         console.print("[red]the endpoint failed; the run directory is intact: re-run the same command to resume[/]")
         raise typer.Exit(2)
