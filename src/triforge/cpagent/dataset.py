@@ -96,8 +96,8 @@ def substitute_data(source: str, instance: dict[str, Any], *, where: str = "mode
     return source[: span[0]] + body + source[span[1] :]
 
 
-def _solution_keys(tree: ast.Module) -> tuple[str, ...]:
-    """Keys of the last `solution = {...}` dict literal (or of a dict literal passed to json.dumps)."""
+def find_solution_dict(tree: ast.Module) -> ast.Dict | None:
+    """The last `solution = {...}` dict literal (or dict literal passed to json.dumps) in a reference model."""
     found: ast.Dict | None = None
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
@@ -106,6 +106,12 @@ def _solution_keys(tree: ast.Module) -> tuple[str, ...]:
         elif isinstance(node, ast.Call) and ast.unparse(node.func) == "json.dumps" and node.args:
             if isinstance(node.args[0], ast.Dict):
                 found = node.args[0]
+    return found
+
+
+def _solution_keys(tree: ast.Module) -> tuple[str, ...]:
+    """Keys of the reference's solution dict literal; () when there is none or a key is not a string."""
+    found = find_solution_dict(tree)
     if found is None:
         return ()
     keys = [k.value for k in found.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]

@@ -11,7 +11,7 @@ import ast
 import warnings
 from dataclasses import dataclass
 
-from triforge.cpagent.dataset import DatasetError
+from triforge.cpagent.dataset import DatasetError, find_solution_dict
 
 _WRAPPERS = {"int", "bool", "list", "float"}
 _METHODS = {"tolist", "flatten", "value"}
@@ -68,14 +68,7 @@ def _strip_value(node: ast.expr) -> tuple[ast.expr | None, str]:
 
 
 def _solution_dict(tree: ast.Module) -> ast.Dict:
-    found: ast.Dict | None = None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
-            if any(isinstance(t, ast.Name) and t.id == "solution" for t in node.targets):
-                found = node.value
-        elif isinstance(node, ast.Call) and ast.unparse(node.func) == "json.dumps" and node.args:
-            if isinstance(node.args[0], ast.Dict):
-                found = node.args[0]
+    found = find_solution_dict(tree)
     if found is None:
         raise DatasetError("no `solution = {...}` dict literal in the reference model")
     return found
@@ -91,7 +84,8 @@ def check_plan(source: str) -> CheckPlan:
     prefix = "".join(lines[: tree.body[index].lineno - 1])
     exprs: dict[str, str] = {}
     casts: dict[str, str] = {}
-    for k, v in zip(_solution_dict(tree).keys, _solution_dict(tree).values, strict=True):
+    sol = _solution_dict(tree)
+    for k, v in zip(sol.keys, sol.values, strict=True):
         key = k.value if isinstance(k, ast.Constant) else None
         inner, cast = _strip_value(v)
         if not isinstance(key, str) or inner is None:
