@@ -9,8 +9,7 @@ bash scripts/setup.sh
 .venv/bin/triforge local install
 echo "The model is Qwen2.5-Coder-1.5B-Instruct (1.5B parameters, 4-bit), running on this machine's CPU."
 echo "It is small and often writes broken CPMpy: an 'incorrect' grade is an honest result, not a crash."
-echo "Tool calls use triforge's text protocol with at most 768 tokens per reply (TRIFORGE_LOCAL_TOOLS=text):"
-echo "in native tool mode llama-cpp-python ignores max_tokens, and this model can generate without end."
+echo "Tool calls use triforge's text protocol (code in python fences) with at most 768 tokens per reply."
 rc=0
 TRIFORGE_LOCAL_TOOLS=text .venv/bin/triforge cpagent solve --data examples/cpbench --problem two_numbers --model local \
   --out runs/main --max-steps 12 --max-wall 900 || rc=$?

@@ -151,3 +151,87 @@ def test_random_arguments_never_crash_validation(args):
     except FormatError:
         return
     assert isinstance(c.arguments["query"], str)
+
+
+@tool
+def python_exec(code: str) -> str:
+    """Run code.
+
+    Args:
+        code: Python source
+    """
+    return code
+
+
+@tool
+def submit(code: str) -> str:
+    """Hand in a program.
+
+    Args:
+        code: the whole program
+    """
+    return code
+
+
+CODE_TOOLS = ToolSet([python_exec, submit, finish], code_tool="python_exec")
+
+
+def text(content: str) -> Completion:
+    return Completion(content=content)
+
+
+def test_plain_python_block_calls_the_code_tool():
+    reply = "Let me build it.\n```python\nx = 1\nprint(x)\n```\nThat should print 1."
+    [c] = CODE_TOOLS.parse(text(reply), native=False)
+    assert c.tool is python_exec and c.arguments == {"code": "x = 1\nprint(x)\n"}
+    assert "```python" in CODE_TOOLS.text_protocol() and "```submit" in CODE_TOOLS.text_protocol()
+
+
+def test_several_plain_blocks_run_together_in_order():
+    reply = "```python\nn = 7\n```\nthen\n```py\nprint(n)\n```"
+    [c] = CODE_TOOLS.parse(text(reply), native=False)
+    assert c.arguments["code"] == "n = 7\n\nprint(n)\n"
+
+
+def test_block_fenced_with_a_tool_name_calls_that_tool():
+    reply = "Done.\n```submit\nprint('{}')\n```"
+    [c] = CODE_TOOLS.parse(text(reply), native=False)
+    assert c.tool is submit and c.arguments["code"] == "print('{}')\n"
+
+
+def test_unclosed_block_is_not_a_call():
+    # A reply cut off by its token cap must not run half a program.
+    with pytest.raises(FormatError, match="```python block"):
+        CODE_TOOLS.parse(text("Here:\n```python\nimport cpmpy as cp\nx = cp.int"), native=False)
+
+
+def test_other_languages_are_not_calls():
+    with pytest.raises(FormatError, match="no tool call"):
+        CODE_TOOLS.parse(text("Upgrade it:\n```bash\npip install --upgrade cpmpy\n```"), native=False)
+
+
+def test_tool_call_block_wins_over_code_blocks():
+    reply = ('```python\nprint(1)\n```\n<tool_call>\n{"name": "finish", "arguments": {"answer": "4"}}\n'
+             "</tool_call>")
+    [c] = CODE_TOOLS.parse(text(reply), native=False)
+    assert c.tool is finish
+
+
+def test_broken_json_call_falls_back_to_the_code_block():
+    reply = '```python\nprint(2)\n```\n<tool_call>\n{"name": "python_exec", "arguments": {"code": "print(\n2)"}}\n</tool_call>'
+    [c] = CODE_TOOLS.parse(text(reply), native=False)
+    assert c.tool is python_exec and c.arguments["code"] == "print(2)\n"
+
+
+def test_without_code_tool_python_blocks_are_not_calls():
+    plain = ToolSet([python_exec, finish])
+    with pytest.raises(FormatError, match="no <tool_call> block"):
+        plain.parse(text("```python\nprint(1)\n```"), native=False)
+    # native mode never reads code blocks: the endpoint has real tool calls
+    with pytest.raises(FormatError):
+        CODE_TOOLS.parse(text("```python\nprint(1)\n```"), native=True)
+
+
+def test_code_tool_must_take_only_code():
+    with pytest.raises(ValueError, match="only argument is `code`"):
+        ToolSet([search, python_exec], code_tool="search")

@@ -51,7 +51,7 @@ def test_local_resolves_to_the_installed_model_and_is_the_default(fake_gguf):
     for alias in ("local", None):
         name, cfg = resolve_model(alias, Settings())
         assert name == "local" and cfg.base_url == f"local://{fake_gguf}"
-        assert cfg.max_concurrency == 1 and cfg.native_tools
+        assert cfg.max_concurrency == 1 and not cfg.native_tools  # text mode by default
     assert resolve_model(None, Settings(default_model="x", models={"x": ModelConfig(
         model="m", base_url="http://127.0.0.1:1/v1")}))[0] == "x"  # a configured default wins
 
@@ -160,8 +160,26 @@ def test_a_runaway_generation_past_the_timeout_replaces_the_server(fake_gguf, tm
         assert len(started) == 2 and not started[0].alive() and llm.restarts == 1
 
 
-def test_text_tool_protocol_with_a_reply_cap_by_environment(fake_gguf, monkeypatch):
-    assert local_model_config(fake_gguf).native_tools and local_model_config(fake_gguf).max_tokens is None
-    monkeypatch.setenv("TRIFORGE_LOCAL_TOOLS", "text")
+def test_text_tool_protocol_with_a_reply_cap_is_the_default(fake_gguf, monkeypatch):
+    monkeypatch.delenv("TRIFORGE_LOCAL_TOOLS", raising=False)
     cfg = local_model_config(fake_gguf)
     assert not cfg.native_tools and cfg.max_tokens == 768
+    monkeypatch.setenv("TRIFORGE_LOCAL_MAX_TOKENS", "300")
+    assert local_model_config(fake_gguf).max_tokens == 300
+    monkeypatch.setenv("TRIFORGE_LOCAL_TOOLS", "native")
+    assert local_model_config(fake_gguf).native_tools and local_model_config(fake_gguf).max_tokens is None
+
+
+def test_text_mode_sends_the_request_unchanged_and_native_mode_reshapes_it(fake_gguf, monkeypatch):
+    """Text mode serves the GGUF's template (no HTML escaping); only native mode needs the reshaping."""
+    msgs = [{"role": "user", "content": 'Say <b>"hi"</b>'}]
+    tools = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object"}}}]
+    monkeypatch.delenv("TRIFORGE_LOCAL_TOOLS", raising=False)
+    text = LocalLLM("local", local_model_config(fake_gguf), share=False)
+    body = text.request_body(msgs, None, 0.0, 100, False)
+    assert body["messages"] == msgs and "tool_choice" not in body and text.options.chat_format is None
+    monkeypatch.setenv("TRIFORGE_LOCAL_TOOLS", "native")
+    native = LocalLLM("local", local_model_config(fake_gguf), share=False)
+    body = native.request_body(msgs, tools, 0.0, 100, False)
+    assert body["tool_choice"] == "auto" and body["messages"][0]["role"] == "system"
+    assert native.options.chat_format == "chatml-function-calling"

@@ -16,6 +16,12 @@ from triforge.local.llm import LocalLLM, local_model_config
 from triforge.testing.fake_server import FakeOpenAIServer
 
 
+@pytest.fixture(autouse=True)
+def _native_tool_mode(monkeypatch):
+    """These quirks belong to native tool mode (`TRIFORGE_LOCAL_TOOLS=native`, the chatml-function-calling format)."""
+    monkeypatch.setenv("TRIFORGE_LOCAL_TOOLS", "native")
+
+
 @tool
 def get_weather(city: str) -> str:
     """Return the current weather in a city.

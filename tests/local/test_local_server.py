@@ -144,9 +144,18 @@ def test_server_options_from_env_and_argv(monkeypatch, tmp_path):
     assert (opts.n_threads, opts.n_ctx) == (3, 2048)
     argv = opts.argv(8123)
     assert argv[1:3] == ["-m", "llama_cpp.server"]
-    for flag, value in (("--port", "8123"), ("--host", "127.0.0.1"), ("--chat_format", "chatml-function-calling"),
+    for flag, value in (("--port", "8123"), ("--host", "127.0.0.1"),
                         ("--n_threads", "3"), ("--n_ctx", "2048"), ("--model_alias", "local")):
         assert argv[argv.index(flag) + 1] == value
+    # text mode (the default) serves the GGUF's own chat template: no --chat_format at all
+    assert "--chat_format" not in argv and opts.chat_format is None
+    monkeypatch.setenv("TRIFORGE_LOCAL_TOOLS", "native")
+    argv = ServerOptions.from_env(tmp_path / "m.gguf").argv(8123)
+    assert argv[argv.index("--chat_format") + 1] == "chatml-function-calling"
+    monkeypatch.setenv("TRIFORGE_LOCAL_TOOLS", "json")
+    with pytest.raises(Exception, match="TRIFORGE_LOCAL_TOOLS='json': use text or native"):
+        ServerOptions.from_env(tmp_path / "m.gguf")
+    monkeypatch.delenv("TRIFORGE_LOCAL_TOOLS")
     monkeypatch.setenv("TRIFORGE_LOCAL_THREADS", "two")
     with pytest.raises(Exception, match="TRIFORGE_LOCAL_THREADS='two' is not an integer"):
         ServerOptions.from_env(tmp_path / "m.gguf")

@@ -132,14 +132,27 @@ class Call:
 
 _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 _FENCE = re.compile(r"^```(?:json|tool_call)?\s*(.*?)\s*```$", re.S)
+# A closed fenced block: its tag (```python, ```submit ...) and body. An unclosed one (a reply cut off
+# by its token cap) is not a call.
+_CODE_BLOCK = re.compile(r"^```[ \t]*([\w-]*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
+_PLAIN_PYTHON = ("python", "py", "python3", "ipython")
 
 
 class ToolSet:
-    def __init__(self, tools: list[Tool | Callable[..., Any]]) -> None:
+    def __init__(self, tools: list[Tool | Callable[..., Any]], *, code_tool: str | None = None) -> None:
+        """`code_tool`: in the text protocol, a plain ```python block is a call to this tool (its `code`).
+
+        Small models write code in fences far more reliably than code escaped inside JSON; any tool whose
+        only argument is `code` can also be called with a block fenced as ```TOOL_NAME.
+        """
         self.tools: dict[str, Tool] = {}
         for t in tools:
             t = t if isinstance(t, Tool) else Tool.from_function(t)
             self.tools[t.name] = t
+        self.code_tools = [n for n, t in self.tools.items() if set(t.json_schema()["properties"]) == {"code"}]
+        if code_tool is not None and code_tool not in self.code_tools:
+            raise ValueError(f"code_tool {code_tool!r} is not a tool whose only argument is `code`")
+        self.code_tool = code_tool
 
     def schemas(self) -> list[dict[str, Any]]:
         return [t.openai_schema() for t in self.tools.values()]
@@ -155,7 +168,27 @@ class ToolSet:
         ]
         for t in self.tools.values():
             lines.append(f"- {t.name}: {t.description}\n  arguments (JSON schema): {json.dumps(t.json_schema())}")
+        if self.code_tool:
+            lines += [
+                "",
+                f"Code needs no JSON: a reply with a fenced ```python block calls {self.code_tool} with that code.",
+                *(f"A block fenced as ```{n} calls {n} with its code." for n in self.code_tools if n != self.code_tool),
+            ]
         return "\n".join(lines)
+
+    def fenced_calls(self, text: str) -> list[Call]:
+        """Calls written as fenced code blocks (only for tools that take just `code`); [] when none."""
+        calls: list[Call] = []
+        plain: list[str] = []
+        for tag, body in _CODE_BLOCK.findall(text):
+            if tag in self.code_tools:
+                calls.append(self._make_call(f"fence_{len(calls)}", tag, {"code": body}))
+            elif self.code_tool and tag.lower() in _PLAIN_PYTHON:
+                plain.append(body)
+        if plain and not calls:
+            # Several plain blocks in one reply are run together, in order (the kernel is persistent).
+            calls.append(self._make_call("fence_0", self.code_tool or "", {"code": "\n".join(plain)}))
+        return calls
 
     def _make_call(self, call_id: str, name: str, args: Any) -> Call:
         if name not in self.tools:
@@ -221,9 +254,14 @@ class ToolSet:
         text = comp.content or ""
         blocks = _BLOCK.findall(text)
         if not blocks:
-            leaked = self.recover_leaked(text)
+            leaked = self.recover_leaked(text) or self.fenced_calls(text)
             if leaked:
                 return leaked
+            if self.code_tool:
+                raise FormatError(
+                    f"your reply had no tool call; write a ```python block to run code with {self.code_tool}, "
+                    'or a <tool_call> block: <tool_call>{"name": ..., "arguments": {...}}</tool_call>'
+                )
             raise FormatError(
                 "your reply had no <tool_call> block; end your reply with one, e.g.\n<tool_call>\n"
                 '{"name": "' + next(iter(self.tools), "tool") + '", "arguments": {...}}\n</tool_call>'
@@ -233,6 +271,8 @@ class ToolSet:
             try:
                 objs.append(json.loads(b))
             except json.JSONDecodeError as e:
+                if fenced := self.fenced_calls(_BLOCK.sub("", text)):
+                    return fenced  # a broken JSON call beside a code block: the code block is the call
                 raise FormatError(f"tool call block {i + 1} is not valid JSON ({e.msg} at char {e.pos})") from None
         return self._from_objects(objs, "text_")
 

@@ -16,7 +16,7 @@ from triforge.core.llm import LLM
 from triforge.core.proc import ProcResult
 from triforge.core.react import Agent, AgentConfig, AgentLimits, AgentResult
 from triforge.core.sandbox import ExecResult, KernelSandbox
-from triforge.core.tools import Tool, tool
+from triforge.core.tools import Tool, ToolSet, tool
 from triforge.cpagent.kernel_tools import explain_code, prove_code
 from triforge.cpagent.output import OutputError, key_errors, parse_solution
 from triforge.cpagent.sandbox import Limits, run_python
@@ -170,7 +170,7 @@ def run_cpagent(
         bound = CPAgentTools(task, sb, config)
         agent = Agent(
             llm,
-            bound.tools(),
+            ToolSet(bound.tools(), code_tool="python_exec"),
             AgentConfig(system=system_prompt(task, config.project_prompt), limits=config.limits,
                         temperature=config.temperature, sample=config.sample),
             name="cpagent",

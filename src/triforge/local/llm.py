@@ -31,7 +31,14 @@ from triforge.core.llm import Completion, OpenAICompatLLM
 from triforge.local import state
 from triforge.local.install import LocalModelError, installed_model
 from triforge.local.quirks import adapt_chatml_function_calling
-from triforge.local.server import LocalServer, ServerOptions, explain_exit, healthy
+from triforge.local.server import (
+    NATIVE_CHAT_FORMAT,
+    LocalServer,
+    ServerOptions,
+    explain_exit,
+    healthy,
+    tool_mode,
+)
 
 LOCAL_ALIAS = "local"
 LOCAL_SCHEME = "local://"
@@ -48,11 +55,10 @@ def local_model_config(model_path: Path | None = None) -> ModelConfig:
         model=LOCAL_ALIAS, base_url=f"{LOCAL_SCHEME}{path}",
         timeout_s=float(os.environ.get("TRIFORGE_LOCAL_TIMEOUT", "300")), max_retries=3,
         max_concurrency=1,  # llama-cpp-python's server runs one request at a time
-        # TRIFORGE_LOCAL_TOOLS=text: triforge's text tool protocol with a cap on every reply. llama-cpp-python
-        # ignores max_tokens in native tool mode, where a 1.5B model can generate without end (seen here).
-        native_tools=os.environ.get("TRIFORGE_LOCAL_TOOLS", "native") != "text",
-        max_tokens=int(os.environ.get("TRIFORGE_LOCAL_MAX_TOKENS", "768"))
-        if os.environ.get("TRIFORGE_LOCAL_TOOLS") == "text" else None,
+        # Text mode (the default, `tool_mode()`): triforge's text tool protocol, the GGUF's own chat template
+        # and a cap on every reply. Native mode's server format HTML-escapes prompts and ignores max_tokens.
+        native_tools=tool_mode() == "native",
+        max_tokens=None if tool_mode() == "native" else int(os.environ.get("TRIFORGE_LOCAL_MAX_TOKENS", "768")),
     )
 
 
@@ -93,7 +99,8 @@ class LocalLLM(OpenAICompatLLM):
     def _connect(self) -> str:
         if self._share and self._server is None:
             shared = state.running()
-            if shared and shared.get("healthy") and shared.get("model_path") == str(self.model_path):
+            if (shared and shared.get("healthy") and shared.get("model_path") == str(self.model_path)
+                    and shared.get("chat_format") == self.options.chat_format):
                 return self._use(str(shared["base_url"]))
         if self._server is not None and self._server.alive():
             return self._use(self._server.base_url)
@@ -134,9 +141,9 @@ class LocalLLM(OpenAICompatLLM):
 
     def request_body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                      temperature: float | None, max_tokens: int | None, json_mode: bool) -> dict[str, Any]:
-        """The OpenAI body, reshaped for llama-cpp-python's chatml-function-calling (`triforge.local.quirks`)."""
+        """The OpenAI body; in native mode reshaped for chatml-function-calling (`triforge.local.quirks`)."""
         body = super().request_body(messages, tools, temperature, max_tokens, json_mode)
-        return adapt_chatml_function_calling(body)
+        return adapt_chatml_function_calling(body) if self.options.chat_format == NATIVE_CHAT_FORMAT else body
 
     def _call_once(self, body: dict[str, Any]) -> Completion:
         url = self.endpoint_url()

@@ -29,6 +29,28 @@ HOST = "127.0.0.1"
 MODEL_ALIAS = "local"
 
 
+NATIVE_CHAT_FORMAT = "chatml-function-calling"
+
+
+def tool_mode() -> str:
+    """How the `local` alias calls tools: `text` (default) or `native` (TRIFORGE_LOCAL_TOOLS).
+
+    Text mode serves the GGUF's own chat template and uses triforge's text tool protocol with a cap per
+    reply. Native mode serves llama-cpp-python's `chatml-function-calling` format, which (0.3.36) HTML-escapes
+    every message of the prompt (`<` becomes `&lt;`, `"` becomes `&#34;`; the model then writes escaped
+    text back) and ignores max_tokens in tool calls. See docs/endpoints.md.
+    """
+    raw = os.environ.get("TRIFORGE_LOCAL_TOOLS", "text").strip().lower() or "text"
+    if raw not in ("text", "native"):
+        raise LocalModelError(f"TRIFORGE_LOCAL_TOOLS={raw!r}: use text or native")
+    return raw
+
+
+def default_chat_format() -> str | None:
+    """None: the chat template stored in the GGUF (no HTML escaping); the native format otherwise."""
+    return NATIVE_CHAT_FORMAT if tool_mode() == "native" else None
+
+
 def default_threads() -> int:
     """Threads for generation: the cores this process may use, at most 4 (more rarely helps a 1.5B model)."""
     try:
@@ -48,6 +70,7 @@ class ServerOptions:
     port: int = 0  # 0: a free port
     startup_timeout_s: float = 300.0
     model_alias: str = MODEL_ALIAS
+    chat_format: str | None = field(default_factory=default_chat_format)  # None: the GGUF's own template
 
     @classmethod
     def from_env(cls, model_path: Path, **overrides: object) -> ServerOptions:
@@ -66,9 +89,9 @@ class ServerOptions:
         return opts
 
     def argv(self, port: int) -> list[str]:
+        fmt = ["--chat_format", self.chat_format] if self.chat_format else []
         return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_path), "--host", HOST,
-                "--port", str(port), "--chat_format", "chatml-function-calling",
-                "--n_threads", str(self.n_threads), "--n_ctx", str(self.n_ctx),
+                "--port", str(port), *fmt, "--n_threads", str(self.n_threads), "--n_ctx", str(self.n_ctx),
                 "--model_alias", self.model_alias]
 
 

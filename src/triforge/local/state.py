@@ -30,6 +30,7 @@ def record(srv: LocalServer, model_path: Path, *, detached: bool) -> dict[str, A
         "pid": srv.pid, "port": srv.port, "base_url": srv.base_url, "model_path": str(model_path),
         "n_threads": srv.options.n_threads if srv.options else None,
         "n_ctx": srv.options.n_ctx if srv.options else None,
+        "chat_format": srv.options.chat_format if srv.options else None,
         "log": str(srv.log_path), "started": time.time(), "owner_pid": os.getpid(), "detached": detached,
     }
     write_json(state_file(), data)
