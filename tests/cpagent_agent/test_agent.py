@@ -172,3 +172,33 @@ def test_limits_from_config():
     llm = ScriptedLLM([call("python_exec", code="1")] * 2)
     res, _ = run_cpagent(llm, TASK, config=CPAgentConfig(limits=AgentLimits(max_steps=2)))
     assert res.status == "limits_exceeded"
+
+
+def test_repeating_a_failing_cell_is_flagged():
+    bad = "import cpmpy as cp\ncp.GlobalCardinalityCount([1], [1], counts=[1])"
+    llm = ScriptedLLM([call("python_exec", code=bad), call("python_exec", code=bad + "\n"),
+                       call("python_exec", code="print(1)"), call("submit", code=GOOD)])
+    res, _ = run_cpagent(llm, TASK)
+    first, second, third = tool_outputs(res)[:3]
+    assert "TypeError" in first and not first.startswith("[Same code")
+    assert second.startswith("[Same code as run 1, same result") and "TypeError" in second
+    assert not third.startswith("[Same code")
+
+
+def test_rerun_with_a_different_result_is_not_flagged():
+    llm = ScriptedLLM([call("python_exec", code="n = 0"), call("python_exec", code="n += 1; print(n)"),
+                       call("python_exec", code="n += 1; print(n)"), call("submit", code=GOOD)])
+    res, _ = run_cpagent(llm, TASK)
+    assert not any(o.startswith("[Same code") for o in tool_outputs(res))
+
+
+def test_text_protocol_with_fenced_code_solves_and_submits(tmp_path):
+    """How the local 1.5B model works best: code in python fences, the program in a ```submit fence."""
+    llm = ScriptedLLM([f"Let me model it.\n```python\n{GOOD}```\nThat prints the solution.",
+                       f"It works; submitting.\n```submit\n{GOOD}```"], native_tools=False)
+    rec = solve_task(TASK, llm, tmp_path / "run")
+    assert rec["status"] == "submitted" and rec["solution"] == {"x": 7, "y": 5} and rec["format_errors"] == 0
+    traj = json.loads((tmp_path / "run" / "cpagent.trajectory.json").read_text())
+    msgs = traj["messages"] if isinstance(traj, dict) else traj
+    assert "```python block calls python_exec" in msgs[0]["content"]
+    assert any('{"x": 7, "y": 5}' in str(m["content"]) for m in msgs if m["role"] == "user")

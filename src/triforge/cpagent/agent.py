@@ -7,6 +7,7 @@ explanation on request, and an optimality proof for optimisation problems.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,9 @@ class CPAgentConfig:
     sandbox_options: dict[str, Any] = field(default_factory=dict)
     temperature: float | None = None
     sample: int = 0
+
+
+_CELL_NUMBER = re.compile(r"(?:Cell In|In|Out)\s*\[\d+\]")
 
 
 @dataclass
@@ -102,6 +106,20 @@ class CPAgentTools:
         self.sandbox = sandbox
         self.config = config
         self.fresh_checks: list[FreshRun] = []
+        self._runs: dict[str, tuple[int, str]] = {}  # code -> (run number, its result)
+        self._n_runs = 0
+
+    def note_repeat(self, code: str, result: str) -> str:
+        """The result, flagged when the same code already ran with the same result (weak models loop on this)."""
+        self._n_runs += 1
+        key = code.strip()
+        same = _CELL_NUMBER.sub("", result)  # IPython numbers each cell: `Cell In[3]` is not a difference
+        before = self._runs.get(key)
+        self._runs[key] = (self._n_runs, same)
+        if before is not None and before[1] == same:
+            return (f"[Same code as run {before[0]}, same result: running it again changes nothing. "
+                    f"Read the error and change the code.]\n{result}")
+        return result
 
     def tools(self) -> list[Tool]:
         task, sandbox, cfg = self.task, self.sandbox, self.config
@@ -113,7 +131,7 @@ class CPAgentTools:
             Args:
                 code: Python source; variables and imports persist between calls
             """
-            return describe(sandbox.execute(code, timeout=cfg.cell_timeout_s))
+            return self.note_repeat(code, describe(sandbox.execute(code, timeout=cfg.cell_timeout_s)))
 
         @tool
         def explain_infeasible() -> str:

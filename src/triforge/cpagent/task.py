@@ -81,8 +81,10 @@ def render(template: str | Path, **values: object) -> str:
 
 
 def system_prompt(task: CPTask, project_prompt: str | Path | None = None) -> str:
+    from triforge.cpagent.cpmpy_api import globals_reference
+
     return render(project_prompt or "project.md.j2", is_optimization=task.is_optimization,
-                  output_keys=list(task.output_keys))
+                  output_keys=list(task.output_keys), cpmpy_globals=globals_reference())
 
 
 def task_prompt(task: CPTask) -> str:

@@ -1,0 +1,177 @@
+"""cpagent with the real local model on CP-Bench problems, with and without the fresh-run check before submit.
+
+Run (after `triforge local install`; not in CI, hours on 2 cores):
+    .venv/bin/python benchmarks/local_model/cpagent_local.py --data ../shared/data/dcp-bench-open \
+        [--out runs/local-cpagent] [--max-steps 6] [--max-wall 300] [--stop-after-min 90] [--report-only]
+
+Problems run in sorted id order; for each, the `check` arm (fresh run before accepting a submission) and then
+the `nocheck` arm (submission accepted as written). Both use temperature 0 and one response cache, so the
+`nocheck` arm replays the `check` arm's identical prefix instead of regenerating it; every reply is still the
+real model's. Re-running resumes: finished problems are kept. Writes
+benchmarks/results/local-model-cpagent-DATE.{json,md} with every problem run so far (a partial run says so).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections import Counter
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from smoke import machine
+
+from triforge.core import context
+from triforge.core.cache import open_cache
+from triforge.core.llm import get_llm
+from triforge.core.react import AgentLimits
+from triforge.cpagent.agent import CPAgentConfig
+from triforge.cpagent.dataset import load_dataset
+from triforge.cpagent.solve import solve_task
+from triforge.cpagent.task import task_from_problem
+from triforge.local.install import DEFAULT_MODEL, installed_model
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+ARMS = {"check": True, "nocheck": False}
+
+
+def load_records(out: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    recs: dict[str, dict[str, dict[str, Any]]] = {}
+    for arm in ARMS:
+        for p in sorted((out / arm).glob("*/results.json")):
+            r = json.loads(p.read_text())
+            if r.get("grade"):
+                recs.setdefault(r["problem"], {})[arm] = r
+    return recs
+
+
+def recovery(run_dir: Path) -> list[str]:
+    """For each format error: what the model did next (a valid call, another error, or nothing: the run ended)."""
+    traj = run_dir / "cpagent.trajectory.json"
+    if not traj.is_file():
+        return []
+    data = json.loads(traj.read_text())
+    msgs = data["messages"] if isinstance(data, dict) else data
+    outcomes = []
+    for i, m in enumerate(msgs):
+        if m.get("role") == "user" and str(m.get("content", "")).startswith("Format error"):
+            nxt = msgs[i + 2] if i + 2 < len(msgs) else None  # the reply after the next assistant message
+            if nxt is None:
+                outcomes.append("run ended")
+            elif str(nxt.get("content", "")).startswith("Format error"):
+                outcomes.append("another format error")
+            else:
+                outcomes.append("valid call next")
+    return outcomes
+
+
+def write_report(out: Path, meta: dict[str, Any], n_total: int) -> Path:
+    recs = load_records(out)
+    rows = []
+    for pid in sorted(recs):
+        row: dict[str, Any] = {"problem": pid}
+        for arm in ARMS:
+            r = recs[pid].get(arm)
+            if r is None:
+                continue
+            row[arm] = {
+                "grade": r["grade"]["status"], "reasons": r["grade"].get("reasons", [])[:3], "status": r["status"],
+                "message": r.get("message", ""), "steps": r["steps"], "input_tokens": r["input_tokens"],
+                "output_tokens": r["output_tokens"], "wall_s": r["wall_s"], "format_errors": r["format_errors"],
+                "fresh_checks_failed": r.get("fresh_checks_failed", 0),
+                "format_error_recovery": recovery(out / arm / pid),
+            }
+        rows.append(row)
+    both = [r for r in rows if all(a in r for a in ARMS)]
+    summary = {}
+    for arm in ARMS:
+        rs = [r[arm] for r in rows if arm in r]
+        summary[arm] = {
+            "problems": len(rs), "correct": sum(r["grade"] == "correct" for r in rs),
+            "grades": dict(Counter(r["grade"] for r in rs)), "agent_status": dict(Counter(r["status"] for r in rs)),
+            "format_errors": sum(r["format_errors"] for r in rs),
+            "format_error_recovery": dict(Counter(o for r in rs for o in r["format_error_recovery"])),
+            "fresh_checks_failed": sum(r["fresh_checks_failed"] for r in rs),
+            "wall_s": round(sum(r["wall_s"] for r in rs), 1),
+            "output_tokens": sum(r["output_tokens"] for r in rs),
+        }
+    day = date.today().isoformat()
+    payload = {"date": day, **meta, "problems_in_set": n_total, "problems_done_both_arms": len(both),
+               "summary": summary, "rows": rows}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"local-model-cpagent-{day}.json").write_text(json.dumps(payload, indent=1))
+    md = [f"# cpagent with the real local model on CP-Bench ({day})", "",
+          f"- model: `{meta['model_file']}` (Qwen2.5-Coder-1.5B-Instruct, Q4_K_M), SHA-256 `{meta['model_sha256']}`",
+          f"- served by llama-cpp-python in text tool mode (GGUF chat template, {meta['max_tokens_per_reply']} tokens "
+          "per reply at most, python fences as code calls), temperature 0",
+          f"- machine: {meta['machine']['cpu']}, {meta['machine']['cores_usable']} cores, load at start "
+          f"{meta['machine']['load_avg_1m']:.1f}",
+          f"- limits per problem: {meta['max_steps']} steps, {meta['max_wall_s']:g} s wall",
+          f"- problems done (both arms): **{len(both)} of {n_total}**"
+          + ("" if len(both) == n_total else " (partial: re-run the command to resume)"), "",
+          "| arm | problems | correct | grades | agent status | format errors (recovery) | fresh checks failed "
+          "| model wall s |", "|---|---|---|---|---|---|---|---|"]
+    for arm, s in summary.items():
+        md.append(f"| {arm} | {s['problems']} | {s['correct']} | {s['grades']} | {s['agent_status']} | "
+                  f"{s['format_errors']} ({s['format_error_recovery']}) | {s['fresh_checks_failed']} | {s['wall_s']} |")
+    md += ["", "| problem | check: grade | steps | fmt err | wall s | nocheck: grade | steps | wall s | reason (check) |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        c, n = r.get("check", {}), r.get("nocheck", {})
+        reason = (c.get("reasons") or [""])[0][:90].replace("|", "/")
+        md.append(f"| {r['problem']} | {c.get('grade', '')} | {c.get('steps', '')} | {c.get('format_errors', '')} | "
+                  f"{c.get('wall_s', '')} | {n.get('grade', '')} | {n.get('steps', '')} | {n.get('wall_s', '')} | "
+                  f"{reason} |")
+    path = RESULTS / f"local-model-cpagent-{day}.md"
+    path.write_text("\n".join(md) + "\n")
+    return path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--out", default="runs/local-cpagent")
+    ap.add_argument("--max-steps", type=int, default=6)
+    ap.add_argument("--max-wall", type=float, default=300.0)
+    ap.add_argument("--stop-after-min", type=float, default=None, help="start no new problem after this long")
+    ap.add_argument("--problem", action="append", default=None)
+    ap.add_argument("--report-only", action="store_true")
+    args = ap.parse_args()
+    os.environ.setdefault("TRIFORGE_LOCAL_TOOLS", "text")
+    out = Path(args.out)
+    problems = [p for p in load_dataset(args.data) if not args.problem or p.id in args.problem]
+    model = installed_model()
+    if model is None:
+        raise SystemExit("the local model is not installed: run `triforge local install`")
+    meta = {"model_file": model.name, "model_sha256": DEFAULT_MODEL.sha256 if model.name == DEFAULT_MODEL.name
+            else "(not the default model)", "machine": machine(), "max_steps": args.max_steps,
+            "max_wall_s": args.max_wall, "max_tokens_per_reply": int(os.environ.get("TRIFORGE_LOCAL_MAX_TOKENS", "768"))}
+    if not args.report_only:
+        t0 = time.monotonic()
+        cache = open_cache("rw", out / "responses.sqlite")
+        llm = get_llm("local")
+        try:
+            with context.use(cache=cache):
+                for i, p in enumerate(problems):
+                    if args.stop_after_min is not None and time.monotonic() - t0 > args.stop_after_min * 60:
+                        print(f"stopping after {args.stop_after_min:g} min; re-run to resume", flush=True)
+                        break
+                    task = task_from_problem(p)
+                    for arm, check in ARMS.items():
+                        cfg = CPAgentConfig(limits=AgentLimits(max_steps=args.max_steps, max_wall_s=args.max_wall),
+                                            fresh_check=check, temperature=0.0)
+                        rec = solve_task(task, llm, out / arm / p.id, config=cfg)
+                        print(f"[{i + 1}/{len(problems)}] {p.id} {arm}: {rec['grade']['status']} "
+                              f"({rec['status']}, {rec['steps']} steps, {rec['wall_s']:.0f} s)", flush=True)
+        finally:
+            if cache is not None:
+                cache.close()
+            llm.close()
+    print(write_report(out, meta, len(problems)))
+
+
+if __name__ == "__main__":
+    main()
