@@ -93,8 +93,10 @@ def main() -> None:
     md = [f"# IFBench with the real local model ({day})", "",
           f"- model: `{payload['model_file']}` (Qwen2.5-Coder-1.5B-Instruct, Q4_K_M), SHA-256 `{payload['model_sha256']}`",
           f"- llama-cpp-python, text mode (GGUF chat template), at most {payload['max_tokens_per_reply']} tokens per "
-          "reply, server-default sampling",
-          f"- machine: {payload['machine']['cpu']}, {payload['machine']['cores_usable']} cores",
+          "reply, the program's sampling (temperature unset: the server's default, 0.8), one sample per example",
+          f"- machine: {payload['machine']['cpu']}, {payload['machine']['cores_usable']} cores; the strict run took "
+          f"{s['wall_s'] / 60:.0f} min of model time ({s['output_tokens'] / max(s['wall_s'], 1e-9):.1f} output tokens/s "
+          "end to end, prompts included); the loose one reads the same replies from the cache",
           f"- program: the seed two-stage program (`triforge maestro show ifbench`), the first {args.limit} "
           "examples of the test split (`--limit`)", "",
           "| scoring | examples | prompt-level | instruction-level | errors | LLM calls | output tokens | wall s |",
