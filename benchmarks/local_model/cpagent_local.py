@@ -58,9 +58,11 @@ def recovery(run_dir: Path) -> list[str]:
     outcomes = []
     for i, m in enumerate(msgs):
         if m.get("role") == "user" and str(m.get("content", "")).startswith("Format error"):
-            nxt = msgs[i + 2] if i + 2 < len(msgs) else None  # the reply after the next assistant message
-            if nxt is None:
-                outcomes.append("run ended")
+            nxt = msgs[i + 2] if i + 2 < len(msgs) else None  # what followed the model's next reply
+            if i + 1 >= len(msgs):
+                outcomes.append("run ended (a limit)")
+            elif nxt is None:
+                outcomes.append("next reply ended the run")
             elif str(nxt.get("content", "")).startswith("Format error"):
                 outcomes.append("another format error")
             else:
