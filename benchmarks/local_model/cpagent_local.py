@@ -113,7 +113,10 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int) -> Path:
           f"{meta['machine']['load_avg_1m']:.1f}",
           f"- limits per problem: {meta['max_steps']} steps, {meta['max_wall_s']:g} s wall",
           f"- problems done (both arms): **{len(both)} of {n_total}**"
-          + ("" if len(both) == n_total else " (partial: re-run the command to resume)"), "",
+          + ("" if len(both) == n_total else " (partial: re-run the command to resume)"),
+          "- the `nocheck` arm accepts the first submission as written; until then its trajectory is the `check` "
+          "arm's, read back from the response cache (its wall time counts only the replies that had to be generated)",
+          "- `format errors (recovery)`: replies with no readable tool call, and what the model's next reply was", "",
           "| arm | problems | correct | grades | agent status | format errors (recovery) | fresh checks failed "
           "| model wall s |", "|---|---|---|---|---|---|---|---|"]
     for arm, s in summary.items():

@@ -202,3 +202,13 @@ def test_text_protocol_with_fenced_code_solves_and_submits(tmp_path):
     msgs = traj["messages"] if isinstance(traj, dict) else traj
     assert "```python block calls python_exec" in msgs[0]["content"]
     assert any('{"x": 7, "y": 5}' in str(m["content"]) for m in msgs if m["role"] == "user")
+
+
+def test_a_solution_shaped_output_brings_a_submit_reminder():
+    llm = ScriptedLLM([call("python_exec", code=GOOD), call("python_exec", code='print(\'{"error": "none"}\')'),
+                       call("python_exec", code='print("x=7"); print(\'{"x": 7, "y": 5}\')'),
+                       call("submit", code=GOOD)])
+    res, _ = run_cpagent(llm, TASK)
+    good, wrong_keys, with_prose = tool_outputs(res)[:3]
+    assert '{"x": 7, "y": 5}' in good and "hand in the whole self-contained program with submit" in good
+    assert "submit" not in wrong_keys and "submit" not in with_prose

@@ -109,6 +109,23 @@ class CPAgentTools:
         self._runs: dict[str, tuple[int, str]] = {}  # code -> (run number, its result)
         self._n_runs = 0
 
+    def submit_hint(self, res: ExecResult) -> str:
+        """A reminder to submit when a cell printed exactly a solution-shaped JSON object and nothing else.
+
+        Measured with the local 1.5B model: it printed solutions with the right keys on 5 of its first 11
+        problems and never once called submit.
+        """
+        if not (self.task.output_keys and res.ok and res.stdout.strip()):
+            return ""
+        try:
+            solution = parse_solution(res.stdout)
+        except OutputError:
+            return ""
+        if key_errors(solution, self.task.output_keys):
+            return ""
+        return ("\n[That output is one JSON object with exactly the required keys. If it satisfies every constraint "
+                "of the problem, hand in the whole self-contained program with submit.]")
+
     def note_repeat(self, code: str, result: str) -> str:
         """The result, flagged when the same code already ran with the same result (weak models loop on this)."""
         self._n_runs += 1
@@ -131,7 +148,8 @@ class CPAgentTools:
             Args:
                 code: Python source; variables and imports persist between calls
             """
-            return self.note_repeat(code, describe(sandbox.execute(code, timeout=cfg.cell_timeout_s)))
+            res = sandbox.execute(code, timeout=cfg.cell_timeout_s)
+            return self.note_repeat(code, describe(res)) + self.submit_hint(res)
 
         @tool
         def explain_infeasible() -> str:
