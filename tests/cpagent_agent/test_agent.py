@@ -210,5 +210,11 @@ def test_a_solution_shaped_output_brings_a_submit_reminder():
                        call("submit", code=GOOD)])
     res, _ = run_cpagent(llm, TASK)
     good, wrong_keys, with_prose = tool_outputs(res)[:3]
-    assert '{"x": 7, "y": 5}' in good and "hand in the whole self-contained program with submit" in good
+    assert '{"x": 7, "y": 5}' in good and "hand in the whole self-contained program now" in good
     assert "submit" not in wrong_keys and "submit" not in with_prose
+
+
+def test_submit_reminder_in_text_mode_names_the_submit_block():
+    llm = ScriptedLLM([f"```python\n{GOOD}```", f"```submit\n{GOOD}```"], native_tools=False)
+    res, _ = run_cpagent(llm, TASK)
+    assert res.submitted and "a ```submit block holding the whole program" in res.messages[3]["content"]

@@ -106,6 +106,7 @@ class CPAgentTools:
         self.sandbox = sandbox
         self.config = config
         self.fresh_checks: list[FreshRun] = []
+        self.native = True  # set by run_cpagent from the model's tool mode (for the wording of hints)
         self._runs: dict[str, tuple[int, str]] = {}  # code -> (run number, its result)
         self._n_runs = 0
 
@@ -123,8 +124,9 @@ class CPAgentTools:
             return ""
         if key_errors(solution, self.task.output_keys):
             return ""
+        how = "submit" if self.native else "a ```submit block holding the whole program (or the submit tool)"
         return ("\n[That output is one JSON object with exactly the required keys. If it satisfies every constraint "
-                "of the problem, hand in the whole self-contained program with submit.]")
+                f"of the problem, hand in the whole self-contained program now: {how}.]")
 
     def note_repeat(self, code: str, result: str) -> str:
         """The result, flagged when the same code already ran with the same result (weak models loop on this)."""
@@ -135,7 +137,7 @@ class CPAgentTools:
         self._runs[key] = (self._n_runs, same)
         if before is not None and before[1] == same:
             return (f"[Same code as run {before[0]}, same result: running it again changes nothing. "
-                    f"Read the error and change the code.]\n{result}")
+                    f"Change the code, or submit it if the result is right.]\n{result}")
         return result
 
     def tools(self) -> list[Tool]:
@@ -204,6 +206,7 @@ def run_cpagent(
     sb = sandbox or KernelSandbox(**{"timeout": config.cell_timeout_s, **config.sandbox_options})
     try:
         bound = CPAgentTools(task, sb, config)
+        bound.native = bool(getattr(llm.config, "native_tools", True))
         agent = Agent(
             llm,
             ToolSet(bound.tools(), code_tool="python_exec"),
