@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -112,6 +113,12 @@ def test_a_running_local_serve_is_shared(fake_gguf, echo_script):
         with other:
             other.endpoint_url()
         assert len(started) == 1  # a different model file: not shared
+        data = json.loads(state.state_file().read_text())
+        state.state_file().write_text(json.dumps({**data, "chat_format": "chatml-function-calling"}))
+        native_served, started = make_llm(fake_gguf, echo_script)
+        with native_served:
+            native_served.endpoint_url()
+        assert len(started) == 1  # served in the native (escaping) format: a text-mode client starts its own
     finally:
         shared.stop()
         state.clear()

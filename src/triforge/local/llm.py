@@ -100,7 +100,8 @@ class LocalLLM(OpenAICompatLLM):
         if self._share and self._server is None:
             shared = state.running()
             if (shared and shared.get("healthy") and shared.get("model_path") == str(self.model_path)
-                    and shared.get("chat_format") == self.options.chat_format):
+                    and shared.get("chat_format", NATIVE_CHAT_FORMAT) == self.options.chat_format):
+                # (a server recorded before chat formats were recorded ran the native format)
                 return self._use(str(shared["base_url"]))
         if self._server is not None and self._server.alive():
             return self._use(self._server.base_url)
