@@ -70,6 +70,18 @@ def recovery(run_dir: Path) -> list[str]:
     return outcomes
 
 
+def harness_notes(run_dir: Path) -> dict[str, int]:
+    """How often the harness flagged a repeated cell and reminded the model to submit in one run."""
+    traj = run_dir / "cpagent.trajectory.json"
+    if not traj.is_file():
+        return {"repeat_flags": 0, "submit_reminders": 0}
+    data = json.loads(traj.read_text())
+    texts = [str(m.get("content", "")) for m in (data["messages"] if isinstance(data, dict) else data)
+             if m.get("role") in ("user", "tool")]
+    return {"repeat_flags": sum("[Same code as run" in t for t in texts),
+            "submit_reminders": sum("exactly the required keys" in t for t in texts)}
+
+
 def write_report(out: Path, meta: dict[str, Any], n_total: int) -> Path:
     recs = load_records(out)
     rows = []
@@ -84,7 +96,7 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int) -> Path:
                 "message": r.get("message", ""), "steps": r["steps"], "input_tokens": r["input_tokens"],
                 "output_tokens": r["output_tokens"], "wall_s": r["wall_s"], "format_errors": r["format_errors"],
                 "fresh_checks_failed": r.get("fresh_checks_failed", 0),
-                "format_error_recovery": recovery(out / arm / pid),
+                "format_error_recovery": recovery(out / arm / pid), **harness_notes(out / arm / pid),
             }
         rows.append(row)
     both = [r for r in rows if all(a in r for a in ARMS)]
@@ -97,6 +109,8 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int) -> Path:
             "format_errors": sum(r["format_errors"] for r in rs),
             "format_error_recovery": dict(Counter(o for r in rs for o in r["format_error_recovery"])),
             "fresh_checks_failed": sum(r["fresh_checks_failed"] for r in rs),
+            "problems_with_submit_reminder": sum(r["submit_reminders"] > 0 for r in rs),
+            "problems_with_repeat_flag": sum(r["repeat_flags"] > 0 for r in rs),
             "wall_s": round(sum(r["wall_s"] for r in rs), 1),
             "output_tokens": sum(r["output_tokens"] for r in rs),
         }
@@ -122,7 +136,10 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int) -> Path:
     for arm, s in summary.items():
         md.append(f"| {arm} | {s['problems']} | {s['correct']} | {s['grades']} | {s['agent_status']} | "
                   f"{s['format_errors']} ({s['format_error_recovery']}) | {s['fresh_checks_failed']} | {s['wall_s']} |")
-    md += ["", "| problem | check: grade | steps | fmt err | wall s | nocheck: grade | steps | wall s | reason (check) |",
+    md += ["", "Harness aids (check arm): a solution-shaped output brought a submit reminder on "
+           f"{summary['check']['problems_with_submit_reminder']} problems; a repeated identical cell was flagged on "
+           f"{summary['check']['problems_with_repeat_flag']}.", ""]
+    md += ["| problem | check: grade | steps | fmt err | wall s | nocheck: grade | steps | wall s | reason (check) |",
            "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         c, n = r.get("check", {}), r.get("nocheck", {})
