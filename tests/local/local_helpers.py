@@ -13,6 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from triforge.core.errors import Submitted
+from triforge.core.tools import tool
 from triforge.local.install import ModelSpec
 
 PARTS = 4
@@ -174,3 +176,24 @@ def chatml_function_calling_emulator(request: dict) -> dict:
                                                   "arguments": "{ " + '"answer": ' + json.dumps(answer) + " }"}]}
     return {"content": None, "tool_calls": [{"id": f"call__0_get_weather_{cid}", "name": "get_weather",
                                               "arguments": '{ "city": "Paris" }'}]}
+
+
+# Tools shared by the quirk tests (fake server) and the real-model test.
+@tool
+def get_weather(city: str) -> str:
+    """Return the current weather in a city.
+
+    Args:
+        city: the city name
+    """
+    return f"18 degrees and sunny in {city}"
+
+
+@tool
+def submit(answer: str) -> str:
+    """Hand in the final answer.
+
+    Args:
+        answer: the final answer
+    """
+    raise Submitted(answer)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from local_helpers import get_weather, submit
 
-from triforge.core.errors import Submitted
 from triforge.core.llm import Completion
-from triforge.core.tools import ToolSet, tool
+from triforge.core.tools import ToolSet
 from triforge.local.install import installed_model, missing_llama_modules
 from triforge.local.llm import LocalLLM, local_model_config
 from triforge.local.server import ServerOptions
@@ -20,26 +20,6 @@ pytestmark = [
     pytest.mark.skipif(REAL_MODEL is None, reason="local model not installed (run `triforge local install`)"),
     pytest.mark.skipif(bool(MISSING), reason=f"llama-cpp-python[server] not installed (missing {MISSING})"),
 ]
-
-
-@tool
-def get_weather(city: str) -> str:
-    """Return the current weather in a city.
-
-    Args:
-        city: the city name
-    """
-    return f"18 degrees and sunny in {city}"
-
-
-@tool
-def submit(answer: str) -> str:
-    """Hand in the final answer.
-
-    Args:
-        answer: the final answer
-    """
-    raise Submitted(answer)
 
 
 @pytest.mark.parametrize("mode", ["text", "native"])

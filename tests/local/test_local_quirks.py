@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from local_helpers import InProcessServer, chatml_function_calling_emulator
+from local_helpers import InProcessServer, chatml_function_calling_emulator, get_weather, submit
 
 from triforge.core.config import ModelConfig
-from triforge.core.errors import FormatError, Submitted
+from triforge.core.errors import FormatError
 from triforge.core.llm import Completion, OpenAICompatLLM
 from triforge.core.react import Agent, AgentConfig, AgentLimits
-from triforge.core.tools import ToolSet, tool
+from triforge.core.tools import ToolSet
 from triforge.local.llm import LocalLLM, local_model_config
 from triforge.testing.fake_server import FakeOpenAIServer
 
@@ -20,26 +20,6 @@ from triforge.testing.fake_server import FakeOpenAIServer
 def _native_tool_mode(monkeypatch):
     """These quirks belong to native tool mode (`TRIFORGE_LOCAL_TOOLS=native`, the chatml-function-calling format)."""
     monkeypatch.setenv("TRIFORGE_LOCAL_TOOLS", "native")
-
-
-@tool
-def get_weather(city: str) -> str:
-    """Return the current weather in a city.
-
-    Args:
-        city: the city name
-    """
-    return f"18 degrees and sunny in {city}"
-
-
-@tool
-def submit(answer: str) -> str:
-    """Hand in the final answer.
-
-    Args:
-        answer: the final answer
-    """
-    raise Submitted(answer)
 
 
 def local_llm_on(fake: FakeOpenAIServer, tmp_path) -> LocalLLM:
