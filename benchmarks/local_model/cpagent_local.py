@@ -7,8 +7,10 @@ Run (after `triforge local install`; not in CI, hours on 2 cores):
 Problems run in sorted id order; for each, the `check` arm (fresh run before accepting a submission) and then
 the `nocheck` arm (submission accepted as written). Both use temperature 0 and one response cache, so the
 `nocheck` arm replays the `check` arm's identical prefix instead of regenerating it; every reply is still the
-real model's. Re-running resumes: finished problems are kept. Writes
-benchmarks/results/local-model-cpagent-DATE.{json,md} with every problem run so far (a partial run says so).
+real model's. Re-running resumes: finished problems are kept, both those in --out and those in the newest
+committed benchmarks/results/local-model-cpagent-*.json (so a fresh clone goes on where the last session stopped;
+--fresh ignores the committed rows). Writes benchmarks/results/local-model-cpagent-DATE.{json,md} with every
+problem run so far (a partial run says so).
 """
 
 from __future__ import annotations
@@ -82,9 +84,18 @@ def harness_notes(run_dir: Path) -> dict[str, int]:
             "submit_reminders": sum("exactly the required keys" in t for t in texts)}
 
 
-def write_report(out: Path, meta: dict[str, Any], n_total: int) -> Path:
+def committed_rows() -> dict[str, dict[str, Any]]:
+    """Rows finished in both arms by earlier sessions: the newest committed results file."""
+    files = sorted(RESULTS.glob("local-model-cpagent-*.json"))
+    if not files:
+        return {}
+    rows = json.loads(files[-1].read_text()).get("rows", [])
+    return {r["problem"]: r for r in rows if all(a in r for a in ARMS)}
+
+
+def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[str, dict[str, Any]]) -> Path:
     recs = load_records(out)
-    rows = []
+    rows = [r for pid, r in earlier.items() if pid not in recs]
     for pid in sorted(recs):
         row: dict[str, Any] = {"problem": pid}
         for arm in ARMS:
@@ -99,6 +110,7 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int) -> Path:
                 "format_error_recovery": recovery(out / arm / pid), **harness_notes(out / arm / pid),
             }
         rows.append(row)
+    rows.sort(key=lambda r: r["problem"])
     both = [r for r in rows if all(a in r for a in ARMS)]
     summary = {}
     for arm in ARMS:
@@ -161,6 +173,7 @@ def main() -> None:
     ap.add_argument("--stop-after-min", type=float, default=None, help="start no new problem after this long")
     ap.add_argument("--problem", action="append", default=None)
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--fresh", action="store_true", help="ignore rows committed by earlier sessions")
     args = ap.parse_args()
     os.environ.setdefault("TRIFORGE_LOCAL_TOOLS", "text")
     out = Path(args.out)
@@ -171,6 +184,7 @@ def main() -> None:
     meta = {"model_file": model.name, "model_sha256": DEFAULT_MODEL.sha256 if model.name == DEFAULT_MODEL.name
             else "(not the default model)", "machine": machine(), "max_steps": args.max_steps,
             "max_wall_s": args.max_wall, "max_tokens_per_reply": int(os.environ.get("TRIFORGE_LOCAL_MAX_TOKENS", "768"))}
+    earlier = {} if args.fresh else committed_rows()
     if not args.report_only:
         t0 = time.monotonic()
         cache = open_cache("rw", out / "responses.sqlite")
@@ -181,6 +195,8 @@ def main() -> None:
                     if args.stop_after_min is not None and time.monotonic() - t0 > args.stop_after_min * 60:
                         print(f"stopping after {args.stop_after_min:g} min; re-run to resume", flush=True)
                         break
+                    if p.id in earlier:
+                        continue  # finished in an earlier session (committed results)
                     task = task_from_problem(p)
                     for arm, check in ARMS.items():
                         cfg = CPAgentConfig(limits=AgentLimits(max_steps=args.max_steps, max_wall_s=args.max_wall),
@@ -192,7 +208,7 @@ def main() -> None:
             if cache is not None:
                 cache.close()
             llm.close()
-    print(write_report(out, meta, len(problems)))
+    print(write_report(out, meta, len(problems), earlier))
 
 
 if __name__ == "__main__":

@@ -90,18 +90,9 @@ def test_refs_cli_table_summary_and_json(cpbench_dir, tmp_path):
     res = runner.invoke(app, ["refs", "--data", str(cpbench_dir), "--problem", "abbots_puzzle",
                               "--problem", "csplib_054_n_queens", "--jobs", "2", "--json", str(out)])
     assert res.exit_code == 0, res.output
-    assert "7/7 reference runs ok over 2 problems" in res.output
+    assert "7/7 reference runs as expected over 2 problems" in res.output
     data = json.loads(out.read_text())
     assert len(data["results"]) == 7 and all(r["ok"] for r in data["results"])
-
-
-def test_refs_fail_when_the_budget_is_too_small(problems):
-    from triforge.cpagent.refs import run_references
-
-    p = replace(problems["csplib_001_car_sequencing"], instances=problems["csplib_001_car_sequencing"].instances[1:2],
-                timeout_s=1.0)
-    (r,) = run_references([p], jobs=1)
-    assert not r.ok and r.status == "timeout" and r.duration_s < 5
 
 
 def test_program_verdicts_error_timeout_no_output(queens, tmp_path):

@@ -24,16 +24,23 @@ def refs(
     problem: list[str] = typer.Option(None, "--problem", help="Problem id (repeatable); default: all."),
     jobs: int = typer.Option(2, "--jobs", min=1, help="References run in parallel."),
     default_only: bool = typer.Option(False, "--default-only", help="Only each problem's default instance."),
+    beyond_reach: bool = typer.Option(False, "--include-beyond-reach",
+                                      help="Also run the instances listed as beyond reach (ref_budgets.toml)."),
     json_out: Path = typer.Option(None, "--json", help="Write every result to this JSON file."),
 ) -> None:
-    """Run each reference model on every instance; exit 0 only if all produce a valid solution in time."""
+    """Run each reference model on every instance; exit 0 only if all produce a valid solution in time.
+
+    Budgets are the `# Timeout:` headers, or the measured ones in cpagent/ref_budgets.toml; instances
+    listed there as having no solution pass only when the reference proves it.
+    """
     from triforge.cpagent.dataset import load_dataset
     from triforge.cpagent.refs import RefCache, RefResult, all_tasks, run_references
 
     problems = load_dataset(data, problem or None)
     if default_only:
         problems = [_only_default(p) for p in problems]
-    total = len(all_tasks(problems))
+    total = len(all_tasks(problems, beyond_reach=beyond_reach))
+    skipped = len(all_tasks(problems)) - total
     t0 = time.perf_counter()
     with Progress(TextColumn("refs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}"), console=console_err, transient=True) as bar:
@@ -42,28 +49,33 @@ def refs(
         def done(r: RefResult) -> None:
             bar.update(task, advance=1, description=f"{r.problem_id}#{r.instance} {'ok' if r.ok else r.status}")
 
-        results = run_references(problems, jobs=jobs, on_done=done, cache=RefCache())
+        results = run_references(problems, jobs=jobs, on_done=done, cache=RefCache(), beyond_reach=beyond_reach)
     wall = time.perf_counter() - t0
     table = Table(show_lines=False)
     for col in ("problem", "inst", "status", "objective", "seconds", "reason"):
         table.add_column(col)
     for r in results:
-        if r.ok and len(results) > 40:
-            continue  # a long run lists only its failures
-        style = "green" if r.ok else "red"
+        if r.ok and not r.reason and len(results) > 40:
+            continue  # a long run lists only what is not a plain success
+        style = "green" if r.as_expected else "red"
         table.add_row(r.problem_id, str(r.instance), f"[{style}]{r.status}[/]", _fmt(r.objective),
                       f"{r.duration_s:.2f}", r.reason)
     if table.row_count:
         console.print(table)
-    ok = sum(r.ok for r in results)
+    passed = sum(r.as_expected for r in results)
+    unsat = sum(r.as_expected and not r.ok for r in results)
     slowest = max(results, key=lambda r: r.duration_s, default=None)
-    console.print(f"{ok}/{len(results)} reference runs ok over {len(problems)} problems, "
-                  f"jobs={jobs}, wall {wall:.1f} s"
+    console.print(f"{passed}/{len(results)} reference runs as expected over {len(problems)} problems"
+                  + (f" ({unsat} proven to have no solution, as listed)" if unsat else "")
+                  + f", jobs={jobs}, wall {wall:.1f} s"
                   + (f", slowest {slowest.problem_id}#{slowest.instance} {slowest.duration_s:.1f} s" if slowest else ""))
+    if skipped:
+        console.print(f"{skipped} instance(s) listed as beyond reach were not run (--include-beyond-reach runs them; "
+                      "see src/triforge/cpagent/ref_budgets.toml)")
     if json_out:
-        json_out.write_text(json.dumps({"wall_s": wall, "jobs": jobs, "results": [r.to_json() for r in results]},
-                                       indent=1))
-    raise typer.Exit(0 if ok == len(results) else 1)
+        json_out.write_text(json.dumps({"wall_s": wall, "jobs": jobs, "skipped_beyond_reach": skipped,
+                                        "results": [r.to_json() for r in results]}, indent=1))
+    raise typer.Exit(0 if passed == len(results) else 1)
 
 
 def _only_default(p):  # noqa: ANN001, ANN202 - a Problem limited to its default instance

@@ -26,12 +26,56 @@ def _exec(source: str, ns: dict[str, Any]) -> None:
     exec(compile(source, "<reference>", "exec"), ns)
 
 
+# Seconds kept between the solver's time limit and the runner's kill: printing and leaving take milliseconds.
+SOLVE_MARGIN_S = 1.0
+
+
+def _ortools_defaults(workers: int | None, deadline: float | None) -> dict[str, Any]:
+    """Defaults for a reference's own OR-Tools solve() calls: a portfolio of `workers` and a time limit.
+
+    CP-SAT's default of one worker per core gives a 2-core machine a portfolio of 2, on which some
+    references (car sequencing, cmo_2012) search for minutes; the references were written on machines
+    with 8 or more workers, so the runner asks for that portfolio whatever the core count. The time
+    limit ends the search inside the runner's budget, so that an optimisation reference prints its
+    best solution instead of being killed. A reference that sets either itself keeps its own.
+    Returns what happened (`limited`: the last solve ended on the injected limit).
+    """
+    from cpmpy.solvers.ortools import CPM_ortools
+
+    state: dict[str, Any] = {"limited": False, "limit_s": None}
+    original = CPM_ortools.solve
+
+    def solve(self: Any, time_limit: float | None = None, *args: Any, **kwargs: Any) -> Any:
+        if workers and "num_workers" not in kwargs and "num_search_workers" not in kwargs:
+            kwargs["num_workers"] = workers
+        injected = time_limit is None and deadline is not None
+        if injected:
+            time_limit = max(0.5, deadline - time.perf_counter())
+            state["limit_s"] = round(time_limit, 1)
+        ret = original(self, time_limit, *args, **kwargs)
+        state["limited"] = injected and _status_name(self.status()) == "UNKNOWN"
+        return ret
+
+    CPM_ortools.solve = solve
+    return state
+
+
 def run_ref(job: dict[str, Any]) -> dict[str, Any]:
     ns: dict[str, Any] = {"__name__": "__main__"}
     t0 = time.perf_counter()
-    _exec(job["source"], ns)
+    budget = job.get("budget_s")
+    state = _ortools_defaults(job.get("workers"), t0 + budget - SOLVE_MARGIN_S if budget else None)
+    try:
+        _exec(job["source"], ns)
+    except Exception:
+        if not state["limited"]:
+            raise
+        # A satisfaction reference reads .value() of a search that found nothing in time: a timeout.
+        return {"wall_s": time.perf_counter() - t0, "status": "timeout", "solver_limit_s": state["limit_s"]}
     model = ns.get(job["model_name"])
     out: dict[str, Any] = {"wall_s": time.perf_counter() - t0}
+    if state["limited"]:
+        out["solver_limit_s"] = state["limit_s"]
     if model is not None and hasattr(model, "status"):
         status = model.status()
         out["status"] = _status_name(status)

@@ -17,12 +17,23 @@ from triforge.core import proc
 from triforge.cpagent import warm
 from triforge.cpagent.dataset import DatasetError, Problem
 from triforge.cpagent.output import OutputError, key_errors, parse_solution
+from triforge.cpagent.ref_budgets import expectation, ref_budget
 from triforge.cpagent.refmodel import check_plan
 
 HARNESS = Path(__file__).with_name("harness.py")
 # Slack over the problem's time limit for interpreter start and cpmpy import (about 0.5 s measured).
 START_SLACK_S = 2.0
 WARM_SLACK_S = 0.2  # a forked warm child starts in milliseconds
+DEFAULT_WORKERS = 8  # CP-SAT portfolio for reference runs (see harness._ortools_defaults)
+
+
+def solver_workers() -> int:
+    """CP-SAT workers for a reference's own solve (TRIFORGE_CPBENCH_WORKERS; 0 = OR-Tools' one per core)."""
+    raw = os.environ.get("TRIFORGE_CPBENCH_WORKERS", str(DEFAULT_WORKERS))
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        raise DatasetError(f"TRIFORGE_CPBENCH_WORKERS={raw!r} is not a whole number") from None
 
 
 @dataclass
@@ -36,10 +47,16 @@ class RefResult:
     duration_s: float
     reason: str = ""
     source_sha: str = ""
+    expected: str = ""  # '' (a valid solution), 'no_solution' or 'beyond_reach' (ref_budgets.toml)
 
     @property
     def proven_optimal(self) -> bool:
         return self.ok and self.status == "OPTIMAL"
+
+    @property
+    def as_expected(self) -> bool:
+        """A valid solution, or, for an instance listed as having none, a proof that there is none."""
+        return self.ok if self.expected != "no_solution" else self.status == "UNSATISFIABLE"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -51,6 +68,11 @@ class RefResult:
 
 def source_sha(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def run_sha(source: str, budget_s: float, workers: int) -> str:
+    """Key of a reference run: its source and the settings that change its outcome."""
+    return source_sha(f"{source}\n# triforge: budget {budget_s:g} s, {workers} workers")
 
 
 def harness_env() -> dict[str, str]:
@@ -66,15 +88,17 @@ def run_reference(problem: Problem, instance: int = 0, *, timeout_s: float | Non
     `nice` lowers the run's CPU priority (the runner uses it to let long-budget references go first).
     """
     source = problem.instance_source(instance)
-    sha = source_sha(source)
-    budget = timeout_s if timeout_s is not None else problem.time_limit_s
+    budget = timeout_s if timeout_s is not None else ref_budget(problem, instance)
+    workers = solver_workers()
+    sha = run_sha(source, budget, workers)
     try:
         model_name = check_plan(source).model_name
     except DatasetError:
         model_name = "model"  # the run itself still decides; only the solver status needs the name
     with tempfile.TemporaryDirectory(prefix="cpbench-ref-") as tmp:
         job, res = Path(tmp, "job.json"), Path(tmp, "result.json")
-        job.write_text(json.dumps({"source": source, "model_name": model_name}))
+        job.write_text(json.dumps({"source": source, "model_name": model_name, "budget_s": budget,
+                                   "workers": workers}))
         if warm.enabled() and python == sys.executable:
             w = warm.pool(HARNESS).run("ref", job, res, budget + WARM_SLACK_S, nice)
             timed_out, seconds, stdout, stderr = w.timed_out, w.seconds, w.stdout, w.stderr
@@ -84,11 +108,18 @@ def run_reference(problem: Problem, instance: int = 0, *, timeout_s: float | Non
             timed_out, seconds, stdout, stderr = r.timed_out, r.duration_s, r.stdout, r.stderr
         meta = json.loads(res.read_text()) if res.is_file() else None
 
+    expected = expectation(problem.id, instance)
+
     def fail(status: str, reason: str) -> RefResult:
-        return RefResult(problem.id, instance, False, status, None, None, seconds, reason, sha)
+        if expected == "no_solution":
+            reason = "expected (no solution exists)" if status == "UNSATISFIABLE" else \
+                f"{reason}; listed as having no solution, which the reference did not prove"
+        return RefResult(problem.id, instance, False, status, None, None, seconds, reason, sha, expected)
 
     if timed_out:
         return fail("timeout", f"no result within {budget:g} s")
+    if meta is not None and (meta.get("status") == "timeout" or meta.get("solver_limit_s")):
+        return fail("timeout", f"no solution within {budget:g} s (solver stopped at {meta.get('solver_limit_s')} s)")
     if meta is None:
         tail = stderr.strip().splitlines()[-1:] or ["(no stderr)"]
         return fail("error", f"crashed: {tail[0][:200]}")
@@ -101,7 +132,9 @@ def run_reference(problem: Problem, instance: int = 0, *, timeout_s: float | Non
     status = meta.get("status", "UNKNOWN")
     if status not in ("OPTIMAL", "FEASIBLE"):
         return fail(status, f"solver status {status}")
-    return RefResult(problem.id, instance, True, status, solution, meta.get("objective"), seconds, "", sha)
+    return RefResult(problem.id, instance, True, status, solution, meta.get("objective"), seconds,
+                     "listed as having no solution, but the reference found one" if expected == "no_solution" else "",
+                     sha, expected)
 
 
 def default_cache_dir() -> Path:
@@ -128,7 +161,8 @@ class RefCache:
             res = RefResult.from_json(json.loads(p.read_text()))
         except (OSError, ValueError, TypeError):
             return None
-        return res if res.source_sha == source_sha(problem.instance_source(instance)) else None
+        want = run_sha(problem.instance_source(instance), ref_budget(problem, instance), solver_workers())
+        return res if res.source_sha == want else None
 
     def put(self, result: RefResult) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -147,8 +181,10 @@ def reference_for(problem: Problem, instance: int, cache: RefCache | None = None
     return res
 
 
-def all_tasks(problems: Iterable[Problem]) -> list[tuple[Problem, int]]:
-    return [(p, k) for p in problems for k in range(p.n_instances)]
+def all_tasks(problems: Iterable[Problem], *, beyond_reach: bool = True) -> list[tuple[Problem, int]]:
+    """Every (problem, instance); without the instances listed as beyond reach unless `beyond_reach`."""
+    return [(p, k) for p in problems for k in range(p.n_instances)
+            if beyond_reach or expectation(p.id, k) != "beyond_reach"]
 
 
 def run_references(
@@ -157,23 +193,28 @@ def run_references(
     jobs: int = 2,
     on_done: Callable[[RefResult], None] | None = None,
     cache: RefCache | None = None,
+    beyond_reach: bool = False,
 ) -> list[RefResult]:
-    """Every reference on every instance, `jobs` at a time, longest budgets first; results in task order."""
-    tasks = all_tasks(problems)
-    order = sorted(range(len(tasks)), key=lambda i: -tasks[i][0].time_limit_s)
-    longest = max((p.time_limit_s for p, _ in tasks), default=0.0)
+    """Every reference on every instance, `jobs` at a time, longest budgets first; results in task order.
+
+    Instances listed as beyond reach (ref_budgets.toml) are left out unless `beyond_reach`.
+    """
+    tasks = all_tasks(problems, beyond_reach=beyond_reach)
+    budgets = [ref_budget(p, k) for p, k in tasks]
+    order = sorted(range(len(tasks)), key=lambda i: -budgets[i])
+    longest = max(budgets, default=0.0)
     results: list[RefResult | None] = [None] * len(tasks)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         # Long-budget references (a `# Timeout:` above the rest) start first and keep full CPU priority;
         # the short ones run beside them at lower priority instead of halving their share of the cores.
-        futs = {pool.submit(run_reference, *tasks[i], nice=0 if tasks[i][0].time_limit_s >= longest else 10): i
-                for i in order}
+        futs = {pool.submit(run_reference, *tasks[i], nice=0 if budgets[i] >= longest else 10): i for i in order}
         for fut in as_completed(futs):
             p, k = tasks[futs[fut]]
             try:
                 res = fut.result()
             except Exception as e:  # noqa: BLE001 - one broken problem must not end the whole run
-                res = RefResult(p.id, k, False, "error", None, None, 0.0, f"harness: {type(e).__name__}: {e}")
+                res = RefResult(p.id, k, False, "error", None, None, 0.0, f"harness: {type(e).__name__}: {e}",
+                                expected=expectation(p.id, k))
             results[futs[fut]] = res
             if cache is not None:
                 cache.put(res)
