@@ -32,16 +32,62 @@ def _second_solver() -> str:
 
 SECOND_SOLVER = _second_solver()
 
-# Planted value faults that turn out to be valid solutions of the problem as stated: they must be
-# accepted (a grader rejecting them would be wrong). Each was checked against the problem text.
+def _bowls_ok(s: dict) -> bool:
+    """40 bowls, 9 oranges in ascending distinct bowls, no three equally spaced."""
+    x = s["x"]
+    return (len(x) == 9 and all(1 <= v <= 40 for v in x) and all(a < b for a, b in zip(x, x[1:], strict=False))
+            and not any(x[j] - x[i] == x[k] - x[j] for i in range(9) for j in range(i + 1, 9)
+                        for k in range(j + 1, 9)))
+
+
+def _big_bang2_ok(s: dict) -> bool:
+    """Five dice of six faces in 1..12; each 'beats' edge wins more than half of the 36 face pairs."""
+    d = s["dice"]
+    edges = [(0, 2), (0, 3), (1, 0), (1, 4), (2, 1), (2, 3), (3, 1), (3, 4), (4, 0), (4, 2)]
+    return (all(len(r) == 6 and all(1 <= v <= 12 for v in r) for r in d)
+            and all(sum(a > b for a in d[w] for b in d[lo]) > 18 for w, lo in edges))
+
+
+def _birthday_coins_ok(s: dict) -> bool:
+    """15 coins (half-crowns 30d, shillings 12d, sixpences 6d) worth 306 pence."""
+    h = s["half_crowns"]
+    return any(30 * h + 12 * sh + 6 * (15 - h - sh) == 306 for sh in range(0, 16 - h)) if 0 <= h <= 15 else False
+
+
+def _word_design_ok(s: dict) -> bool:
+    """Words over 1..4 (instance 0: eight of length 8): four C/G each, pairwise distance >= 4, and every
+    word's reverse at distance >= 4 from every word's complement."""
+    w = s["words"]
+    dist = lambda a, b: sum(p != q for p, q in zip(a, b, strict=True))  # noqa: E731
+    return (all(len(x) == 8 and all(1 <= v <= 4 for v in x) for x in w)
+            and all(sum(v in (2, 3) for v in x) == 4 for x in w)
+            and all(dist(w[i], w[j]) >= 4 for i in range(len(w)) for j in range(i + 1, len(w)))
+            and all(dist(x[::-1], [5 - v for v in y]) >= 4 for x in w for y in w))
+
+
+def _always(s: dict) -> bool:
+    return True
+
+
+# Planted value faults that can be valid solutions of the problem as stated. Whether one is depends on
+# the solution the reference happened to print (its solver runs a parallel portfolio, so that varies
+# between runs): each entry checks the faulted solution against the problem text, independently of the
+# grader. A valid one must be accepted (a grader rejecting it would be wrong), an invalid one rejected.
 VALID_FAULTS = {
-    ("big_bang2", "shift_plus_one"): "adding 1 to every face keeps every 'beats' relation and stays within 1..12",
-    ("bowls_and_oranges", "shift_plus_one"): "moving every orange one bowl along keeps all distances",
-    ("birthday_coins", "shift_minus_one"): "8 half-crowns + 4 shillings + 3 sixpence is also 15 coins, 306 pence",
-    ("csplib_028_bibd", "shift_rows"): "rotating the rows relabels the objects; still a BIBD",
-    ("csplib_044_steiner", "shift_rows"): "rotating the list of triples reorders the set of triples",
-    ("csplib_033_word_design", "perturb_one"): "C->G in the first word keeps every stated distance property",
+    ("big_bang2", "shift_plus_one"): _big_bang2_ok,  # +1 on every face keeps every 'beats' relation
+    ("bowls_and_oranges", "shift_plus_one"): _bowls_ok,  # one bowl along keeps all distances
+    ("bowls_and_oranges", "shift_minus_one"): _bowls_ok,
+    ("birthday_coins", "shift_plus_one"): _birthday_coins_ok,  # 7, 8 and 9 half-crowns all work
+    ("birthday_coins", "shift_minus_one"): _birthday_coins_ok,
+    ("csplib_028_bibd", "shift_rows"): _always,  # rotating the rows relabels the objects; still a BIBD
+    ("csplib_044_steiner", "shift_rows"): _always,  # rotating the list of triples reorders the set
+    ("csplib_033_word_design", "perturb_one"): _word_design_ok,  # C->G in a word can keep every distance
 }
+
+
+def _fault_is_valid(pid: str, fault: str, solution: dict) -> bool:
+    check = VALID_FAULTS.get((pid, fault))
+    return check is not None and check(solution)
 
 
 def _suboptimal(problem: Problem, ref: RefResult) -> dict | None:
@@ -132,7 +178,8 @@ def test_value_faults_are_rejected_unless_valid(planted):
     def want(pid, name, v):
         if not name.startswith("value:"):
             return None
-        valid = (pid, name.removeprefix("value:")) in VALID_FAULTS
+        assert v.solution is not None, (pid, name)
+        valid = _fault_is_valid(pid, name.removeprefix("value:"), v.solution)
         if valid and not v.correct:
             return "a valid alternative was rejected"
         if not valid and v.verdict != "incorrect":
@@ -144,7 +191,7 @@ def test_value_faults_are_rejected_unless_valid(planted):
         assert "value:perturb_one" in vs, pid
         shifts = [n for n in vs if n.startswith("value:shift_")]
         if "value:shift_plus_one" in vs:
-            assert any((pid, n.removeprefix("value:")) not in VALID_FAULTS for n in shifts), pid
+            assert any(not _fault_is_valid(pid, n.removeprefix("value:"), vs[n].solution) for n in shifts), pid
 
 
 def test_suboptimal_solutions_are_rejected(problems, planted):
@@ -185,3 +232,12 @@ def test_cmo_2012_is_graded_without_its_slow_reference(problems, tmp_path):
         assert fv.verdict == "incorrect", name
     for name, text in text_faults(good).items():
         assert not grade_output(p, text, 0, cache=empty, run_reference=False).correct, name
+
+
+def test_the_independent_validity_checks_tell_valid_from_invalid():
+    assert _bowls_ok({"x": [1, 2, 4, 5, 10, 11, 13, 14, 28]}) and not _bowls_ok({"x": [1, 2, 3, 5, 10, 11, 13, 14, 28]})
+    assert not _bowls_ok({"x": [2, 3, 5, 6, 11, 12, 14, 15, 41]})  # one bowl past the end
+    assert [h for h in range(16) if _birthday_coins_ok({"half_crowns": h})] == [7, 8, 9]
+    word = [1, 2, 2, 3, 3, 4, 4, 1]
+    assert not _word_design_ok({"words": [word, word]})  # identical words differ in 0 positions
+    assert not _big_bang2_ok({"dice": [[1] * 6] * 5})  # no die beats another
