@@ -2,13 +2,16 @@
 
 Run (after `triforge local install`; not in CI, hours on 2 cores):
     .venv/bin/python benchmarks/local_model/cpagent_local.py --data ../shared/data/dcp-bench-open \
-        [--out runs/local-cpagent] [--max-steps 6] [--max-wall 300] [--stop-after-min 90] [--report-only]
+        [--out runs/local-cpagent] [--max-steps 6] [--max-wall 900] [--no-auto-submit] [--stop-after-min 90] \
+        [--report-only]
 
 Problems run in sorted id order; for each, the `check` arm (fresh run before accepting a submission) and then
-the `nocheck` arm (submission accepted as written). Both use temperature 0 and one response cache, so the
+the `nocheck` arm (submission accepted as written). Both hand in a cell that prints exactly one
+solution-shaped JSON object (`--auto-submit`; the 1.5B model printed solutions but never called submit in 13
+problems without it), fresh-checked in the `check` arm. Both use temperature 0 and one response cache, so the
 `nocheck` arm replays the `check` arm's identical prefix instead of regenerating it; every reply is still the
 real model's. Re-running resumes: finished problems are kept, both those in --out and those in the newest
-committed benchmarks/results/local-model-cpagent-*.json (so a fresh clone goes on where the last session stopped;
+committed benchmarks/results/local-model-cpagent-*.json made with the same settings (so a fresh clone goes on where the last session stopped;
 --fresh ignores the committed rows). Writes benchmarks/results/local-model-cpagent-DATE.{json,md} with every
 problem run so far (a partial run says so).
 """
@@ -76,21 +79,23 @@ def harness_notes(run_dir: Path) -> dict[str, int]:
     """How often the harness flagged a repeated cell and reminded the model to submit in one run."""
     traj = run_dir / "cpagent.trajectory.json"
     if not traj.is_file():
-        return {"repeat_flags": 0, "submit_reminders": 0}
+        return {"repeat_flags": 0, "submit_reminders": 0, "auto_submits_refused": 0}
     data = json.loads(traj.read_text())
     texts = [str(m.get("content", "")) for m in (data["messages"] if isinstance(data, dict) else data)
              if m.get("role") in ("user", "tool")]
     return {"repeat_flags": sum("[Same code as run" in t for t in texts),
-            "submit_reminders": sum("exactly the required keys" in t for t in texts)}
+            "submit_reminders": sum("exactly the required keys" in t for t in texts),
+            "auto_submits_refused": sum("The harness tried to hand in this cell" in t for t in texts)}
 
 
-def committed_rows() -> dict[str, dict[str, Any]]:
-    """Rows finished in both arms by earlier sessions: the newest committed results file."""
-    files = sorted(RESULTS.glob("local-model-cpagent-*.json"))
-    if not files:
-        return {}
-    rows = json.loads(files[-1].read_text()).get("rows", [])
-    return {r["problem"]: r for r in rows if all(a in r for a in ARMS)}
+def committed_rows(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Rows finished in both arms by earlier sessions with the same settings: the newest such results file."""
+    same = ("max_steps", "max_wall_s", "max_tokens_per_reply", "auto_submit", "model_sha256")
+    for f in sorted(RESULTS.glob("local-model-cpagent-*.json"), reverse=True):
+        payload = json.loads(f.read_text())
+        if all(payload.get(k, False if k == "auto_submit" else None) == meta[k] for k in same):
+            return {r["problem"]: r for r in payload.get("rows", []) if all(a in r for a in ARMS)}
+    return {}
 
 
 def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[str, dict[str, Any]]) -> Path:
@@ -106,7 +111,7 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
                 "grade": r["grade"]["status"], "reasons": r["grade"].get("reasons", [])[:3], "status": r["status"],
                 "message": r.get("message", ""), "steps": r["steps"], "input_tokens": r["input_tokens"],
                 "output_tokens": r["output_tokens"], "wall_s": r["wall_s"], "format_errors": r["format_errors"],
-                "fresh_checks_failed": r.get("fresh_checks_failed", 0),
+                "fresh_checks_failed": r.get("fresh_checks_failed", 0), "auto_submitted": r.get("auto_submitted", False),
                 "format_error_recovery": recovery(out / arm / pid), **harness_notes(out / arm / pid),
             }
         rows.append(row)
@@ -117,12 +122,15 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
         rs = [r[arm] for r in rows if arm in r]
         summary[arm] = {
             "problems": len(rs), "correct": sum(r["grade"] == "correct" for r in rs),
+            "submitted": sum(r["status"] == "submitted" for r in rs),
+            "auto_submitted": sum(bool(r.get("auto_submitted")) for r in rs),
             "grades": dict(Counter(r["grade"] for r in rs)), "agent_status": dict(Counter(r["status"] for r in rs)),
             "format_errors": sum(r["format_errors"] for r in rs),
             "format_error_recovery": dict(Counter(o for r in rs for o in r["format_error_recovery"])),
             "fresh_checks_failed": sum(r["fresh_checks_failed"] for r in rs),
             "problems_with_submit_reminder": sum(r["submit_reminders"] > 0 for r in rs),
             "problems_with_repeat_flag": sum(r["repeat_flags"] > 0 for r in rs),
+            "auto_submits_refused_by_fresh_run": sum(r.get("auto_submits_refused", 0) for r in rs),
             "wall_s": round(sum(r["wall_s"] for r in rs), 1),
             "output_tokens": sum(r["output_tokens"] for r in rs),
         }
@@ -138,19 +146,23 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
           f"- machine: {meta['machine']['cpu']}, {meta['machine']['cores_usable']} cores, load at start "
           f"{meta['machine']['load_avg_1m']:.1f}",
           f"- limits per problem: {meta['max_steps']} steps, {meta['max_wall_s']:g} s wall",
+          "- auto-submit: " + ("on (a cell printing exactly one solution-shaped JSON object is handed in; the `check` "
+                               "arm runs it fresh first)" if meta.get("auto_submit") else "off (explicit submit only)"),
           f"- problems done (both arms): **{len(both)} of {n_total}**"
           + ("" if len(both) == n_total else " (partial: re-run the command to resume)"),
           "- the `nocheck` arm accepts the first submission as written; until then its trajectory is the `check` "
           "arm's, read back from the response cache (its wall time counts only the replies that had to be generated)",
           "- `format errors (recovery)`: replies with no readable tool call, and what the model's next reply was", "",
-          "| arm | problems | correct | grades | agent status | format errors (recovery) | fresh checks failed "
-          "| model wall s |", "|---|---|---|---|---|---|---|---|"]
+          "| arm | problems | submitted (auto) | correct | grades | agent status | format errors (recovery) "
+          "| fresh checks failed | model wall s |", "|---|---|---|---|---|---|---|---|---|"]
     for arm, s in summary.items():
-        md.append(f"| {arm} | {s['problems']} | {s['correct']} | {s['grades']} | {s['agent_status']} | "
+        md.append(f"| {arm} | {s['problems']} | {s['submitted']} ({s['auto_submitted']}) | {s['correct']} | "
+                  f"{s['grades']} | {s['agent_status']} | "
                   f"{s['format_errors']} ({s['format_error_recovery']}) | {s['fresh_checks_failed']} | {s['wall_s']} |")
     md += ["", "Harness aids (check arm): a solution-shaped output brought a submit reminder on "
            f"{summary['check']['problems_with_submit_reminder']} problems; a repeated identical cell was flagged on "
-           f"{summary['check']['problems_with_repeat_flag']}.", ""]
+           f"{summary['check']['problems_with_repeat_flag']}; an automatic hand-in failed its fresh run "
+           f"{summary['check']['auto_submits_refused_by_fresh_run']} times (the model was told why).", ""]
     md += ["| problem | check: grade | steps | fmt err | wall s | nocheck: grade | steps | wall s | reason (check) |",
            "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -169,7 +181,8 @@ def main() -> None:
     ap.add_argument("--data", required=True)
     ap.add_argument("--out", default="runs/local-cpagent")
     ap.add_argument("--max-steps", type=int, default=6)
-    ap.add_argument("--max-wall", type=float, default=300.0)
+    ap.add_argument("--max-wall", type=float, default=900.0)
+    ap.add_argument("--no-auto-submit", action="store_true", help="only explicit submit calls hand in a program")
     ap.add_argument("--stop-after-min", type=float, default=None, help="start no new problem after this long")
     ap.add_argument("--problem", action="append", default=None)
     ap.add_argument("--report-only", action="store_true")
@@ -183,8 +196,9 @@ def main() -> None:
         raise SystemExit("the local model is not installed: run `triforge local install`")
     meta = {"model_file": model.name, "model_sha256": DEFAULT_MODEL.sha256 if model.name == DEFAULT_MODEL.name
             else "(not the default model)", "machine": machine(), "max_steps": args.max_steps,
-            "max_wall_s": args.max_wall, "max_tokens_per_reply": int(os.environ.get("TRIFORGE_LOCAL_MAX_TOKENS", "768"))}
-    earlier = {} if args.fresh else committed_rows()
+            "max_wall_s": args.max_wall, "max_tokens_per_reply": int(os.environ.get("TRIFORGE_LOCAL_MAX_TOKENS", "768")),
+            "auto_submit": not args.no_auto_submit}
+    earlier = {} if args.fresh else committed_rows(meta)
     if not args.report_only:
         t0 = time.monotonic()
         cache = open_cache("rw", out / "responses.sqlite")
@@ -200,7 +214,7 @@ def main() -> None:
                     task = task_from_problem(p)
                     for arm, check in ARMS.items():
                         cfg = CPAgentConfig(limits=AgentLimits(max_steps=args.max_steps, max_wall_s=args.max_wall),
-                                            fresh_check=check, temperature=0.0)
+                                            fresh_check=check, auto_submit=meta["auto_submit"], temperature=0.0)
                         rec = solve_task(task, llm, out / arm / p.id, config=cfg)
                         print(f"[{i + 1}/{len(problems)}] {p.id} {arm}: {rec['grade']['status']} "
                               f"({rec['status']}, {rec['steps']} steps, {rec['wall_s']:.0f} s)", flush=True)

@@ -218,3 +218,39 @@ def test_submit_reminder_in_text_mode_names_the_submit_block():
     llm = ScriptedLLM([f"```python\n{GOOD}```", f"```submit\n{GOOD}```"], native_tools=False)
     res, _ = run_cpagent(llm, TASK)
     assert res.submitted and "a ```submit block holding the whole program" in res.messages[3]["content"]
+
+
+def test_auto_submit_hands_in_a_self_contained_cell_after_its_fresh_run(tmp_path):
+    llm = ScriptedLLM([call("python_exec", code="import json"), call("python_exec", code=GOOD)])
+    rec = solve_task(TASK, llm, tmp_path / "run", config=CPAgentConfig(auto_submit=True))
+    assert rec["status"] == "submitted" and rec["auto_submitted"] and rec["solution"] == {"x": 7, "y": 5}
+    assert (tmp_path / "run" / "solution.py").read_text() == GOOD
+    llm.assert_done()
+
+
+def test_auto_submit_refuses_a_cell_that_leans_on_the_kernel_and_says_why():
+    """The cell prints a solution-shaped object only because an earlier cell defined `answer`: run fresh it
+    fails, so nothing is handed in; the model is told why and its later explicit submit goes through."""
+    llm = ScriptedLLM([call("python_exec", code="import json\nanswer = {'x': 7, 'y': 5}"),
+                       call("python_exec", code="print(json.dumps(answer))"), call("submit", code=GOOD)])
+    res, bound = run_cpagent(llm, TASK, config=CPAgentConfig(auto_submit=True))
+    note = tool_outputs(res)[1]
+    assert '{"x": 7, "y": 5}' in note and "failed" in note and "NameError" in note
+    assert res.submitted and res.output["auto"] is False
+    assert [f.ok for f in bound.fresh_checks] == [False, True]
+
+
+def test_auto_submit_ignores_outputs_that_are_not_solution_shaped():
+    llm = ScriptedLLM([call("python_exec", code='print(\'{"x": 7}\')'),
+                       call("python_exec", code='print("x=7"); print(\'{"x": 7, "y": 5}\')'), call("submit", code=GOOD)])
+    res, bound = run_cpagent(llm, TASK, config=CPAgentConfig(auto_submit=True))
+    assert res.submitted and res.output["auto"] is False and len(bound.fresh_checks) == 1
+
+
+def test_auto_submit_without_the_fresh_check_takes_the_cell_as_written():
+    """The ablation arm: the kernel-dependent cell is handed in unchecked (and would fail when graded)."""
+    llm = ScriptedLLM([call("python_exec", code="import json\nanswer = {'x': 7, 'y': 5}"),
+                       call("python_exec", code="print(json.dumps(answer))")])
+    res, bound = run_cpagent(llm, TASK, config=CPAgentConfig(auto_submit=True, fresh_check=False))
+    assert res.submitted and res.output == {"code": "print(json.dumps(answer))", "fresh_run": None, "auto": True}
+    assert bound.fresh_checks == []

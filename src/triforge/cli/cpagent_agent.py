@@ -23,16 +23,19 @@ ModelOpt = typer.Option(None, "--model", "-m", help="Model alias (triforge.toml)
 BaseUrlOpt = typer.Option(None, "--base-url", help="OpenAI-compatible base URL.")
 KeyEnvOpt = typer.Option(None, "--api-key-env", help="Environment variable holding the API key.")
 PromptOpt = typer.Option(None, "--project-prompt", help="Jinja template replacing the built-in CPMpy guide.")
+AutoSubmitOpt = typer.Option(
+    False, "--auto-submit",
+    help="Hand in a cell that prints exactly one solution-shaped JSON object (fresh-checked): for weak models.")
 CacheOpt = typer.Option(None, "--cache", help="Response cache: off, rw or replay (default: triforge.toml's `cache`).")
 
 
 def _config(max_steps: int, max_tokens: int | None, max_cost: float | None, max_wall: float | None,
-            project_prompt: Path | None, fresh_check: bool) -> CPAgentConfig:
+            project_prompt: Path | None, fresh_check: bool, auto_submit: bool = False) -> CPAgentConfig:
     if project_prompt is not None and not project_prompt.is_file():
         raise UserError(f"project prompt {project_prompt} not found")
     return CPAgentConfig(
         limits=AgentLimits(max_steps=max_steps, max_tokens=max_tokens, max_cost_usd=max_cost, max_wall_s=max_wall),
-        project_prompt=project_prompt, fresh_check=fresh_check)
+        project_prompt=project_prompt, fresh_check=fresh_check, auto_submit=auto_submit)
 
 
 @contextlib.contextmanager
@@ -74,6 +77,7 @@ def solve(
     max_cost: float = typer.Option(None, "--max-cost", help="USD limit."),
     max_wall: float = typer.Option(None, "--max-wall", help="Wall-time limit in seconds."),
     no_fresh_check: bool = typer.Option(False, "--no-fresh-check", help="Accept submissions unchecked (ablation)."),
+    auto_submit: bool = AutoSubmitOpt,
     cache: str = CacheOpt,
 ) -> None:
     """Solve one constraint problem with the agent; graded strictly on every instance when --data is given."""
@@ -82,7 +86,8 @@ def solve(
     if data is not None and not problem and file is None:
         raise UserError("--data needs --problem ID (or use `cpagent bench` for many problems)")
     [task] = _tasks(data, [problem] if problem else None, file)
-    config = _config(max_steps, max_tokens, max_cost, max_wall, project_prompt, not no_fresh_check)
+    config = _config(max_steps, max_tokens, max_cost, max_wall, project_prompt, not no_fresh_check,
+                     auto_submit)
     with _llm(model, base_url, api_key_env, cache) as llm:
         console.print(f"cpagent on [bold]{task.id}[/] with model [bold]{llm.alias}[/] ({llm.config.model})")
         rec = solve_task(task, llm, out, config=config)
@@ -113,13 +118,15 @@ def bench(
     max_wall: float = typer.Option(None, "--max-wall", help="Wall-time limit per problem in seconds."),
     budget_usd: float = typer.Option(None, "--budget-usd", help="Hard USD limit for the whole benchmark."),
     no_fresh_check: bool = typer.Option(False, "--no-fresh-check", help="Accept submissions unchecked (ablation)."),
+    auto_submit: bool = AutoSubmitOpt,
     cache: str = CacheOpt,
 ) -> None:
     """Run the agent on every problem (x seeds) in parallel, grade strictly, write reports."""
     from triforge.cpagent.bench import run_bench
 
     tasks = _tasks(data, problems, None)
-    config = _config(max_steps, max_tokens, max_cost, max_wall, project_prompt, not no_fresh_check)
+    config = _config(max_steps, max_tokens, max_cost, max_wall, project_prompt, not no_fresh_check,
+                     auto_submit)
     budget = Budget(BudgetLimits(max_usd=budget_usd)) if budget_usd else None
     with _llm(model, base_url, api_key_env, cache) as llm, Progress(
         TextColumn("[bold]cpagent bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

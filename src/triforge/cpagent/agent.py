@@ -29,6 +29,9 @@ class CPAgentConfig:
     limits: AgentLimits = field(default_factory=lambda: AgentLimits(max_steps=30))
     project_prompt: str | Path | None = None  # a Jinja template replacing the built-in CPMpy guide
     fresh_check: bool = True  # run a submission fresh before accepting it (off only for ablations)
+    # A cell that prints exactly one solution-shaped JSON object is handed in as the program (after the
+    # fresh check, when that is on). For weak models that print solutions and never call submit.
+    auto_submit: bool = False
     cell_timeout_s: float = 60.0
     sandbox_options: dict[str, Any] = field(default_factory=dict)
     temperature: float | None = None
@@ -110,19 +113,23 @@ class CPAgentTools:
         self._runs: dict[str, tuple[int, str]] = {}  # code -> (run number, its result)
         self._n_runs = 0
 
+    def solution_shaped(self, res: ExecResult) -> bool:
+        """The cell ran cleanly and printed exactly one JSON object with exactly the required keys."""
+        if not (self.task.output_keys and res.ok and res.stdout.strip()):
+            return False
+        try:
+            solution = parse_solution(res.stdout)
+        except OutputError:
+            return False
+        return not key_errors(solution, self.task.output_keys)
+
     def submit_hint(self, res: ExecResult) -> str:
         """A reminder to submit when a cell printed exactly a solution-shaped JSON object and nothing else.
 
         Measured with the local 1.5B model: it printed solutions with the right keys on 5 of its first 11
         problems and never once called submit.
         """
-        if not (self.task.output_keys and res.ok and res.stdout.strip()):
-            return ""
-        try:
-            solution = parse_solution(res.stdout)
-        except OutputError:
-            return ""
-        if key_errors(solution, self.task.output_keys):
+        if not self.solution_shaped(res):
             return ""
         how = "submit" if self.native else "a ```submit block holding the whole program (or the submit tool)"
         return ("\n[That output is one JSON object with exactly the required keys. If it satisfies every constraint "
@@ -140,6 +147,25 @@ class CPAgentTools:
                     f"Change the code, or submit it if the result is right.]\n{result}")
         return result
 
+    def hand_in(self, code: str, auto: bool = False) -> str:
+        """Submit `code`: raises Submitted when accepted. A rejected explicit submission raises FormatError;
+        a rejected automatic one returns a note for the cell's result and the run goes on."""
+        how = "auto-submitted (the cell printed a solution-shaped JSON object)" if auto else "submitted"
+        if not self.config.fresh_check:
+            raise Submitted({"code": code, "fresh_run": None, "auto": auto}, f"{how}, unchecked")
+        fr = fresh_run(code, self.task)
+        self.fresh_checks.append(fr)
+        if fr.ok:
+            raise Submitted({"code": code, "auto": auto,
+                             "fresh_run": {"solution": fr.solution, "duration_s": fr.duration_s,
+                                           "stdout": fr.stdout, "timeout_s": fr.timeout_s}},
+                            f"{how} after a clean fresh run")
+        if not auto:
+            raise FormatError(f"submission not accepted: {fr.reason}. Fix the program and submit again.")
+        return ("\n[The harness tried to hand in this cell as your whole program, but run fresh in a clean "
+                f"process it failed: {fr.reason}. Put every import, the data block and the model in one "
+                "cell that prints only the JSON line.]")
+
     def tools(self) -> list[Tool]:
         task, sandbox, cfg = self.task, self.sandbox, self.config
 
@@ -151,7 +177,10 @@ class CPAgentTools:
                 code: Python source; variables and imports persist between calls
             """
             res = sandbox.execute(code, timeout=cfg.cell_timeout_s)
-            return self.note_repeat(code, describe(res)) + self.submit_hint(res)
+            result = self.note_repeat(code, describe(res))
+            if cfg.auto_submit and self.solution_shaped(res):
+                return result + self.hand_in(code, auto=True)
+            return result + self.submit_hint(res)
 
         @tool
         def explain_infeasible() -> str:
@@ -176,15 +205,7 @@ class CPAgentTools:
             Args:
                 code: the whole self-contained Python program
             """
-            if not cfg.fresh_check:
-                raise Submitted({"code": code, "fresh_run": None})
-            fr = fresh_run(code, task)
-            self.fresh_checks.append(fr)
-            if not fr.ok:
-                raise FormatError(f"submission not accepted: {fr.reason}. Fix the program and submit again.")
-            raise Submitted({"code": code, "fresh_run": {"solution": fr.solution, "duration_s": fr.duration_s,
-                                                         "stdout": fr.stdout, "timeout_s": fr.timeout_s}},
-                            "submitted after a clean fresh run")
+            return self.hand_in(code)  # raises: Submitted, or FormatError when rejected
 
         tools = [python_exec, explain_infeasible, submit]
         if task.is_optimization:

@@ -65,6 +65,7 @@ def solve_task(
     config = config or CPAgentConfig()
     rd.write_config({"task": task.id, "model": {"alias": llm.alias, **llm.config.model_dump()},
                      "limits": asdict(config.limits), "fresh_check": config.fresh_check,
+                     "auto_submit": config.auto_submit,
                      "project_prompt": str(config.project_prompt or "built-in"), "sample": config.sample})
     tracer = Tracer(rd.path)
     with context.use(tracer=tracer, budget=budget):
@@ -73,6 +74,7 @@ def solve_task(
                               "fresh_checks_failed": sum(not f.ok for f in bound.fresh_checks)}
     if result.submitted:
         code = result.output["code"]
+        record["auto_submitted"] = bool(result.output.get("auto"))
         (rd.path / "solution.py").write_text(code, encoding="utf-8")
         fr = result.output.get("fresh_run")
         solution = fr["solution"] if fr else None
