@@ -2,13 +2,15 @@
 
 Run (after `triforge local install`; not in CI, hours on 2 cores):
     .venv/bin/python benchmarks/local_model/cpagent_local.py --data ../shared/data/dcp-bench-open \
-        [--out runs/local-cpagent] [--max-steps 6] [--max-wall 900] [--no-auto-submit] [--stop-after-min 90] \
-        [--report-only]
+        [--out runs/local-cpagent] [--max-steps 6] [--max-wall 900] [--no-auto-submit] [--resample-repeats 2] \
+        [--no-preload] [--stop-after-min 90] [--report-only]
 
 Problems run in sorted id order; for each, the `check` arm (fresh run before accepting a submission) and then
 the `nocheck` arm (submission accepted as written). Both hand in a cell that prints exactly one
 solution-shaped JSON object (`--auto-submit`; the 1.5B model printed solutions but never called submit in 13
-problems without it), fresh-checked in the `check` arm. Both use temperature 0 and one response cache, so the
+problems without it), fresh-checked in the `check` arm; a reply repeating an earlier one is re-asked at
+temperature 0.8 (at temperature 0 the model looped on one reply), and the kernel starts with json, cpmpy and
+numpy imported (submissions must still import them: the fresh run has no preamble). Both use temperature 0 and one response cache, so the
 `nocheck` arm replays the `check` arm's identical prefix instead of regenerating it; every reply is still the
 real model's. Re-running resumes: finished problems are kept, both those in --out and those in the newest
 committed benchmarks/results/local-model-cpagent-*.json made with the same settings (so a fresh clone goes on where the last session stopped;
@@ -33,7 +35,7 @@ from triforge.core import context
 from triforge.core.cache import open_cache
 from triforge.core.llm import get_llm
 from triforge.core.react import AgentLimits
-from triforge.cpagent.agent import CPAgentConfig
+from triforge.cpagent.agent import PRELOAD_IMPORTS, CPAgentConfig
 from triforge.cpagent.dataset import load_dataset
 from triforge.cpagent.solve import solve_task
 from triforge.cpagent.task import task_from_problem
@@ -90,10 +92,12 @@ def harness_notes(run_dir: Path) -> dict[str, int]:
 
 def committed_rows(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Rows finished in both arms by earlier sessions with the same settings: the newest such results file."""
-    same = ("max_steps", "max_wall_s", "max_tokens_per_reply", "auto_submit", "model_sha256")
+    same = ("max_steps", "max_wall_s", "max_tokens_per_reply", "auto_submit", "resample_repeats", "preload_imports",
+            "model_sha256")
+    off = {"auto_submit": False, "resample_repeats": 0, "preload_imports": False}  # before these settings existed
     for f in sorted(RESULTS.glob("local-model-cpagent-*.json"), reverse=True):
         payload = json.loads(f.read_text())
-        if all(payload.get(k, False if k == "auto_submit" else None) == meta[k] for k in same):
+        if all(payload.get(k, off.get(k)) == meta[k] for k in same):
             return {r["problem"]: r for r in payload.get("rows", []) if all(a in r for a in ARMS)}
     return {}
 
@@ -112,6 +116,7 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
                 "message": r.get("message", ""), "steps": r["steps"], "input_tokens": r["input_tokens"],
                 "output_tokens": r["output_tokens"], "wall_s": r["wall_s"], "format_errors": r["format_errors"],
                 "fresh_checks_failed": r.get("fresh_checks_failed", 0), "auto_submitted": r.get("auto_submitted", False),
+                "resampled": r.get("resampled", 0),
                 "format_error_recovery": recovery(out / arm / pid), **harness_notes(out / arm / pid),
             }
         rows.append(row)
@@ -124,6 +129,7 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
             "problems": len(rs), "correct": sum(r["grade"] == "correct" for r in rs),
             "submitted": sum(r["status"] == "submitted" for r in rs),
             "auto_submitted": sum(bool(r.get("auto_submitted")) for r in rs),
+            "replies_resampled": sum(r.get("resampled", 0) for r in rs),
             "grades": dict(Counter(r["grade"] for r in rs)), "agent_status": dict(Counter(r["status"] for r in rs)),
             "format_errors": sum(r["format_errors"] for r in rs),
             "format_error_recovery": dict(Counter(o for r in rs for o in r["format_error_recovery"])),
@@ -146,6 +152,8 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
           f"- machine: {meta['machine']['cpu']}, {meta['machine']['cores_usable']} cores, load at start "
           f"{meta['machine']['load_avg_1m']:.1f}",
           f"- limits per problem: {meta['max_steps']} steps, {meta['max_wall_s']:g} s wall",
+          f"- repeated replies re-asked at temperature 0.8: up to {meta.get('resample_repeats', 0)} times; "
+          f"kernel preloaded with json, cpmpy as cp, numpy as np: {'yes' if meta.get('preload_imports') else 'no'}",
           "- auto-submit: " + ("on (a cell printing exactly one solution-shaped JSON object is handed in; the `check` "
                                "arm runs it fresh first)" if meta.get("auto_submit") else "off (explicit submit only)"),
           f"- problems done (both arms): **{len(both)} of {n_total}**"
@@ -162,7 +170,8 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
     md += ["", "Harness aids (check arm): a solution-shaped output brought a submit reminder on "
            f"{summary['check']['problems_with_submit_reminder']} problems; a repeated identical cell was flagged on "
            f"{summary['check']['problems_with_repeat_flag']}; an automatic hand-in failed its fresh run "
-           f"{summary['check']['auto_submits_refused_by_fresh_run']} times (the model was told why).", ""]
+           f"{summary['check']['auto_submits_refused_by_fresh_run']} times (the model was told why); "
+           f"{summary['check']['replies_resampled']} repeated replies were re-asked.", ""]
     md += ["| problem | check: grade | steps | fmt err | wall s | nocheck: grade | steps | wall s | reason (check) |",
            "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -183,6 +192,8 @@ def main() -> None:
     ap.add_argument("--max-steps", type=int, default=6)
     ap.add_argument("--max-wall", type=float, default=900.0)
     ap.add_argument("--no-auto-submit", action="store_true", help="only explicit submit calls hand in a program")
+    ap.add_argument("--resample-repeats", type=int, default=2, help="re-ask a repeated reply at temperature 0.8")
+    ap.add_argument("--no-preload", action="store_true", help="do not import json/cpmpy/numpy in the kernel first")
     ap.add_argument("--stop-after-min", type=float, default=None, help="start no new problem after this long")
     ap.add_argument("--problem", action="append", default=None)
     ap.add_argument("--report-only", action="store_true")
@@ -197,7 +208,8 @@ def main() -> None:
     meta = {"model_file": model.name, "model_sha256": DEFAULT_MODEL.sha256 if model.name == DEFAULT_MODEL.name
             else "(not the default model)", "machine": machine(), "max_steps": args.max_steps,
             "max_wall_s": args.max_wall, "max_tokens_per_reply": int(os.environ.get("TRIFORGE_LOCAL_MAX_TOKENS", "768")),
-            "auto_submit": not args.no_auto_submit}
+            "auto_submit": not args.no_auto_submit, "resample_repeats": args.resample_repeats,
+            "preload_imports": not args.no_preload}
     earlier = {} if args.fresh else committed_rows(meta)
     if not args.report_only:
         t0 = time.monotonic()
@@ -214,7 +226,9 @@ def main() -> None:
                     task = task_from_problem(p)
                     for arm, check in ARMS.items():
                         cfg = CPAgentConfig(limits=AgentLimits(max_steps=args.max_steps, max_wall_s=args.max_wall),
-                                            fresh_check=check, auto_submit=meta["auto_submit"], temperature=0.0)
+                                            fresh_check=check, auto_submit=meta["auto_submit"], temperature=0.0,
+                                            resample_repeats=args.resample_repeats,
+                                            kernel_preamble="" if args.no_preload else PRELOAD_IMPORTS)
                         rec = solve_task(task, llm, out / arm / p.id, config=cfg)
                         print(f"[{i + 1}/{len(problems)}] {p.id} {arm}: {rec['grade']['status']} "
                               f"({rec['status']}, {rec['steps']} steps, {rec['wall_s']:.0f} s)", flush=True)

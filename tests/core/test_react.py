@@ -135,3 +135,25 @@ def test_scripted_model_is_strict():
         llm.complete([{"role": "user", "content": "x"}])
     with pytest.raises(ScriptError, match="never used"):
         ScriptedLLM(["a", "b"]).assert_done()
+
+
+def test_a_repeated_reply_is_asked_for_again_at_a_higher_temperature():
+    same = call("add", a=1, b=2)
+    llm = ScriptedLLM([same, same, call("add", a=2, b=2), "no tool here", "no tool here", "no tool here",
+                       call("submit", answer="4")])
+    agent = Agent(llm, [add, submit], AgentConfig(temperature=0.0, resample_repeats=1, sample=3))
+    res = agent.run("task")
+    assert res.submitted and res.resampled == 2 and res.summary()["resampled"] == 2
+    # the repeat of the first call was replaced by the re-asked reply; the second repeat of the plain text stood
+    assert [m["content"] for m in res.messages if m["role"] == "tool"] == ["3", "4"]
+    assert [(r["temperature"], r["sample"]) for r in llm.requests] == [
+        (0.0, 3), (0.0, 3), (0.8, 1003), (0.0, 3), (0.0, 3), (0.8, 1003), (0.0, 3)]
+    assert res.steps == 5 and res.format_errors == 2
+    llm.assert_done()
+
+
+def test_repeats_are_left_alone_by_default():
+    same = call("add", a=1, b=2)
+    _, res = run([same, same, call("submit", answer="3")])
+    assert res.submitted and res.resampled == 0
+    assert [m["content"] for m in res.messages if m["role"] == "tool"] == ["3", "3"]

@@ -254,3 +254,19 @@ def test_auto_submit_without_the_fresh_check_takes_the_cell_as_written():
     res, bound = run_cpagent(llm, TASK, config=CPAgentConfig(auto_submit=True, fresh_check=False))
     assert res.submitted and res.output == {"code": "print(json.dumps(answer))", "fresh_run": None, "auto": True}
     assert bound.fresh_checks == []
+
+
+def test_preloaded_imports_are_in_the_kernel_and_named_in_the_prompt_but_not_in_the_fresh_run():
+    from triforge.cpagent.agent import PRELOAD_IMPORTS
+
+    cell = "print(json.dumps({'x': 7, 'y': 5}))"  # leans on the preloaded json
+    llm = ScriptedLLM([call("python_exec", code=cell), call("submit", code=GOOD)])
+    res, bound = run_cpagent(llm, TASK, config=CPAgentConfig(auto_submit=True, kernel_preamble=PRELOAD_IMPORTS))
+    assert "import cpmpy as cp" in res.messages[0]["content"] and "must do its own imports" in res.messages[0]["content"]
+    assert "NameError" in tool_outputs(res)[0]  # the auto hand-in ran fresh, without the preamble
+    assert [f.ok for f in bound.fresh_checks] == [False, True]
+
+
+def test_a_failing_preamble_stops_before_the_first_step():
+    with pytest.raises(RuntimeError, match="preamble failed"):
+        run_cpagent(ScriptedLLM([]), TASK, config=CPAgentConfig(kernel_preamble="import no_such_module_here"))

@@ -16,7 +16,7 @@ from triforge.core.cache import open_cache
 from triforge.core.errors import UserError
 from triforge.core.llm import get_llm
 from triforge.core.react import AgentLimits
-from triforge.cpagent.agent import CPAgentConfig
+from triforge.cpagent.agent import PRELOAD_IMPORTS, CPAgentConfig
 from triforge.cpagent.task import CPTask, task_from_file, task_from_problem
 
 ModelOpt = typer.Option(None, "--model", "-m", help="Model alias (triforge.toml), or a raw name with --base-url.")
@@ -26,16 +26,23 @@ PromptOpt = typer.Option(None, "--project-prompt", help="Jinja template replacin
 AutoSubmitOpt = typer.Option(
     False, "--auto-submit",
     help="Hand in a cell that prints exactly one solution-shaped JSON object (fresh-checked): for weak models.")
+ResampleOpt = typer.Option(
+    0, "--resample-repeats", min=0,
+    help="Re-ask a reply identical to an earlier one, up to N times, at temperature 0.8 (small models loop).")
+PreloadOpt = typer.Option(
+    False, "--preload-imports", help="Import json, cpmpy as cp and numpy as np in the kernel before the first step.")
 CacheOpt = typer.Option(None, "--cache", help="Response cache: off, rw or replay (default: triforge.toml's `cache`).")
 
 
 def _config(max_steps: int, max_tokens: int | None, max_cost: float | None, max_wall: float | None,
-            project_prompt: Path | None, fresh_check: bool, auto_submit: bool = False) -> CPAgentConfig:
+            project_prompt: Path | None, fresh_check: bool, auto_submit: bool = False, resample: int = 0,
+            preload: bool = False) -> CPAgentConfig:
     if project_prompt is not None and not project_prompt.is_file():
         raise UserError(f"project prompt {project_prompt} not found")
     return CPAgentConfig(
         limits=AgentLimits(max_steps=max_steps, max_tokens=max_tokens, max_cost_usd=max_cost, max_wall_s=max_wall),
-        project_prompt=project_prompt, fresh_check=fresh_check, auto_submit=auto_submit)
+        project_prompt=project_prompt, fresh_check=fresh_check, auto_submit=auto_submit, resample_repeats=resample,
+        kernel_preamble=PRELOAD_IMPORTS if preload else "")
 
 
 @contextlib.contextmanager
@@ -78,6 +85,8 @@ def solve(
     max_wall: float = typer.Option(None, "--max-wall", help="Wall-time limit in seconds."),
     no_fresh_check: bool = typer.Option(False, "--no-fresh-check", help="Accept submissions unchecked (ablation)."),
     auto_submit: bool = AutoSubmitOpt,
+    resample: int = ResampleOpt,
+    preload: bool = PreloadOpt,
     cache: str = CacheOpt,
 ) -> None:
     """Solve one constraint problem with the agent; graded strictly on every instance when --data is given."""
@@ -87,7 +96,7 @@ def solve(
         raise UserError("--data needs --problem ID (or use `cpagent bench` for many problems)")
     [task] = _tasks(data, [problem] if problem else None, file)
     config = _config(max_steps, max_tokens, max_cost, max_wall, project_prompt, not no_fresh_check,
-                     auto_submit)
+                     auto_submit, resample, preload)
     with _llm(model, base_url, api_key_env, cache) as llm:
         console.print(f"cpagent on [bold]{task.id}[/] with model [bold]{llm.alias}[/] ({llm.config.model})")
         rec = solve_task(task, llm, out, config=config)
@@ -119,6 +128,8 @@ def bench(
     budget_usd: float = typer.Option(None, "--budget-usd", help="Hard USD limit for the whole benchmark."),
     no_fresh_check: bool = typer.Option(False, "--no-fresh-check", help="Accept submissions unchecked (ablation)."),
     auto_submit: bool = AutoSubmitOpt,
+    resample: int = ResampleOpt,
+    preload: bool = PreloadOpt,
     cache: str = CacheOpt,
 ) -> None:
     """Run the agent on every problem (x seeds) in parallel, grade strictly, write reports."""
@@ -126,7 +137,7 @@ def bench(
 
     tasks = _tasks(data, problems, None)
     config = _config(max_steps, max_tokens, max_cost, max_wall, project_prompt, not no_fresh_check,
-                     auto_submit)
+                     auto_submit, resample, preload)
     budget = Budget(BudgetLimits(max_usd=budget_usd)) if budget_usd else None
     with _llm(model, base_url, api_key_env, cache) as llm, Progress(
         TextColumn("[bold]cpagent bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

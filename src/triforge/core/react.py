@@ -15,7 +15,7 @@ from typing import Any
 
 from triforge.core import context
 from triforge.core.errors import BudgetExceeded, EndpointError, FormatError, LimitsExceeded, Submitted
-from triforge.core.llm import LLM, Usage
+from triforge.core.llm import LLM, Completion, Usage
 from triforge.core.proc import cap_text
 from triforge.core.tools import Call, Tool, ToolSet, tool_calls_for
 from triforge.core.trace import agent_scope
@@ -43,6 +43,13 @@ class AgentConfig:
     max_tokens_per_call: int | None = None
     observation_limit: int = 10_000  # characters of tool output sent back per call
     sample: int = 0  # sample index: repeated runs (seeds) stay distinct in the response cache
+    # A reply identical to an earlier one in the run is asked for again, up to this many times, at
+    # `resample_temperature`: at temperature 0 a small model otherwise loops on the same reply.
+    resample_repeats: int = 0
+    resample_temperature: float = 0.8
+
+
+RESAMPLE_OFFSET = 1000  # sample indices of re-asked replies: sample + RESAMPLE_OFFSET * attempt
 
 
 @dataclass
@@ -55,6 +62,7 @@ class AgentResult:
     cost_usd: float = 0.0
     wall_s: float = 0.0
     format_errors: int = 0
+    resampled: int = 0  # replies asked for again because they repeated an earlier reply
     messages: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -66,6 +74,7 @@ class AgentResult:
             "status": self.status, "message": self.message, "steps": self.steps,
             "input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens,
             "cost_usd": self.cost_usd, "wall_s": round(self.wall_s, 3), "format_errors": self.format_errors,
+            "resampled": self.resampled,
         }
 
 
@@ -96,6 +105,7 @@ class Agent:
         res.messages = [{"role": "system", "content": self._system_prompt()}, {"role": "user", "content": task}]
         t0 = time.monotonic()
         consecutive_format_errors = 0
+        seen: set[str] = set()  # the replies so far, for resampling repeats
         tracer = context.tracer()
         with agent_scope(self.name):
             try:
@@ -104,9 +114,9 @@ class Agent:
                     res.steps += 1
                     if tracer:
                         with tracer.span("agent.step", kind="step", **{"triforge.step": res.steps}):
-                            ok = self._step(res)
+                            ok = self._step(res, seen)
                     else:
-                        ok = self._step(res)
+                        ok = self._step(res, seen)
                     consecutive_format_errors = 0 if ok else consecutive_format_errors + 1
                     self._save(res)
                     if consecutive_format_errors >= self.config.limits.max_format_errors:
@@ -136,18 +146,28 @@ class Agent:
         if lim.max_wall_s is not None and time.monotonic() - t0 >= lim.max_wall_s:
             raise LimitsExceeded(f"wall-time limit reached ({lim.max_wall_s:g} s)")
 
-    def _step(self, res: AgentResult) -> bool:
-        """One model call and the tools it asks for; False when the reply was malformed."""
+    def _ask(self, res: AgentResult, temperature: float | None, sample: int) -> Completion:
         comp = self.llm.complete(
             res.messages,
             tools=self.tools.schemas() if self.native else None,
-            temperature=self.config.temperature,
+            temperature=temperature,
             max_tokens=self.config.max_tokens_per_call,
-            sample=self.config.sample,
+            sample=sample,
         )
         res.usage.input_tokens += comp.usage.input_tokens
         res.usage.output_tokens += comp.usage.output_tokens
         res.cost_usd += comp.cost_usd
+        return comp
+
+    def _step(self, res: AgentResult, seen: set[str]) -> bool:
+        """One model call and the tools it asks for; False when the reply was malformed."""
+        comp = self._ask(res, self.config.temperature, self.config.sample)
+        for attempt in range(1, self.config.resample_repeats + 1):
+            if _signature(comp) not in seen:
+                break
+            res.resampled += 1
+            comp = self._ask(res, self.config.resample_temperature, self.config.sample + RESAMPLE_OFFSET * attempt)
+        seen.add(_signature(comp))
         try:
             calls = self.tools.parse(comp, native=self.native)
         except FormatError as e:
@@ -203,6 +223,11 @@ class Agent:
         tmp.write_text(json.dumps({"summary": res.summary(), "messages": res.messages}, indent=1,
                                   ensure_ascii=False, default=str))
         tmp.replace(path)
+
+
+def _signature(comp: Completion) -> str:
+    """What makes two replies the same: the text and the tool calls, ignoring surrounding whitespace."""
+    return json.dumps([(comp.content or "").strip(), [(tc.name, tc.arguments) for tc in comp.tool_calls]])
 
 
 def agent_as_tool(make_agent: Callable[[], Agent], name: str, description: str) -> Tool:

@@ -32,12 +32,15 @@ class CPAgentConfig:
     # A cell that prints exactly one solution-shaped JSON object is handed in as the program (after the
     # fresh check, when that is on). For weak models that print solutions and never call submit.
     auto_submit: bool = False
+    resample_repeats: int = 0  # re-ask a reply that repeats an earlier one (core.react.AgentConfig)
+    kernel_preamble: str = ""  # run in the kernel before the first step (e.g. PRELOAD_IMPORTS)
     cell_timeout_s: float = 60.0
     sandbox_options: dict[str, Any] = field(default_factory=dict)
     temperature: float | None = None
     sample: int = 0
 
 
+PRELOAD_IMPORTS = "import json\nimport cpmpy as cp\nimport numpy as np"
 _CELL_NUMBER = re.compile(r"(?:Cell In|In|Out)\s*\[\d+\]")
 
 
@@ -228,11 +231,18 @@ def run_cpagent(
     try:
         bound = CPAgentTools(task, sb, config)
         bound.native = bool(getattr(llm.config, "native_tools", True))
+        system = system_prompt(task, config.project_prompt)
+        if config.kernel_preamble:
+            pre = sb.execute(config.kernel_preamble, timeout=config.cell_timeout_s)
+            if not pre.ok:
+                raise RuntimeError(f"the kernel preamble failed: {describe(pre)[:500]}")
+            system += ("\n\nYour kernel has already run:\n```python\n" + config.kernel_preamble + "\n```\n"
+                       "A submitted program runs in a fresh process and must do its own imports.")
         agent = Agent(
             llm,
             ToolSet(bound.tools(), code_tool="python_exec"),
-            AgentConfig(system=system_prompt(task, config.project_prompt), limits=config.limits,
-                        temperature=config.temperature, sample=config.sample),
+            AgentConfig(system=system, limits=config.limits, temperature=config.temperature, sample=config.sample,
+                        resample_repeats=config.resample_repeats),
             name="cpagent",
             run_dir=run_dir,
         )

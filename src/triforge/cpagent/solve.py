@@ -65,7 +65,8 @@ def solve_task(
     config = config or CPAgentConfig()
     rd.write_config({"task": task.id, "model": {"alias": llm.alias, **llm.config.model_dump()},
                      "limits": asdict(config.limits), "fresh_check": config.fresh_check,
-                     "auto_submit": config.auto_submit,
+                     "auto_submit": config.auto_submit, "resample_repeats": config.resample_repeats,
+                     "kernel_preamble": config.kernel_preamble,
                      "project_prompt": str(config.project_prompt or "built-in"), "sample": config.sample})
     tracer = Tracer(rd.path)
     with context.use(tracer=tracer, budget=budget):

@@ -79,7 +79,8 @@ class ScriptedLLM:
                 raise ScriptError(f"unexpected call #{i + 1}: the script has {len(self.script)} steps; "
                                   f"last message: {str(last)[:200]!r}")
             self._next += 1
-            self.requests.append({"messages": [dict(m) for m in messages], "tools": tools})
+            self.requests.append({"messages": [dict(m) for m in messages], "tools": tools,
+                                  "temperature": temperature, "sample": sample})
         step = self.script[i]
         if callable(step):
             step = step(messages, tools)
