@@ -157,3 +157,76 @@ def test_repeats_are_left_alone_by_default():
     _, res = run([same, same, call("submit", answer="3")])
     assert res.submitted and res.resampled == 0
     assert [m["content"] for m in res.messages if m["role"] == "tool"] == ["3", "3"]
+
+
+SUBMIT_DONE = '<tool_call>{"name": "submit", "arguments": {"answer": "done"}}</tool_call>'
+INVENTED = ("Let me run it.\n```python\nprint(1 + 2)\n<tool_response name=\"python_exec\">\n3\n</tool_response>\n"
+            "Great, the answer is 3.\n<tool_call>\n{\"name\": \"submit\", \"arguments\": {\"answer\": \"3\"}}\n</tool_call>")
+
+
+@tool
+def python_exec(code: str) -> str:
+    """Run code.
+
+    Args:
+        code: source
+    """
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        exec(code, {})  # noqa: S102 - test tool
+    return buf.getvalue()
+
+
+def _code_agent(llm):
+    from triforge.core.tools import ToolSet
+
+    return Agent(llm, ToolSet([python_exec, submit], code_tool="python_exec"), AgentConfig())
+
+
+def test_a_tool_response_the_model_invents_is_cut_off_by_the_stop_string():
+    """Text protocol: a small model writes the tool's answer itself and acts on it. The request carries
+    `<tool_response` as a stop string; the real result then comes from the real tool."""
+    llm = ScriptedLLM([INVENTED, SUBMIT_DONE], native_tools=False)
+    res = _code_agent(llm).run("task")
+    assert llm.requests[0]["stop"] == ["<tool_response"]
+    assert res.cut_replies == 1 and res.format_errors == 0 and res.output == "done"
+    assert res.messages[2]["content"].endswith("print(1 + 2)\n```")  # the fence the cut left open is closed
+    assert res.messages[3]["content"] == '<tool_response name="python_exec">\n3\n\n</tool_response>'
+
+
+def test_native_mode_sends_no_stop_string():
+    llm, res = run([call("submit", answer="x")])
+    assert llm.requests[0]["stop"] is None
+
+
+def test_a_server_that_ignores_stop_is_cut_on_the_client():
+    """Over real HTTP, against a server that does not honour `stop` (the fake one, like some real ones)."""
+    from triforge.core.config import ModelConfig
+    from triforge.core.llm import OpenAICompatLLM
+    from triforge.testing.fake_server import FakeOpenAIServer
+
+    with FakeOpenAIServer([INVENTED, '<tool_call>{"name": "submit", "arguments": {"answer": "ok"}}</tool_call>']) as srv:
+        cfg = ModelConfig(model="fake", base_url=srv.base_url, native_tools=False, timeout_s=5)
+        res = _code_agent(OpenAICompatLLM("fake", cfg)).run("task")
+        assert srv.requests[0]["stop"] == ["<tool_response"]
+    assert res.cut_replies == 1 and res.output == "ok"
+    assert "Great, the answer is 3" not in json.dumps(res.messages)
+
+
+def test_cut_invented_response_closes_only_what_it_left_open():
+    from triforge.core.react import cut_invented_response
+
+    assert cut_invented_response("plain answer") == ("plain answer", False)
+    assert cut_invented_response("```python\nx = 1\n```\nok") == ("```python\nx = 1\n```\nok", False)
+    assert cut_invented_response("```python\nx = 1\n```\n<tool_response>x") == ("```python\nx = 1\n```\n", True)
+    assert cut_invented_response("```python\nx = 1\n<tool_response>x") == ("```python\nx = 1\n```", True)
+
+
+def test_a_reply_cut_by_max_tokens_keeps_its_open_fence():
+    llm = ScriptedLLM([{"content": "```python\nx = (1 +", "finish_reason": "length"}, SUBMIT_DONE],
+                      native_tools=False)
+    res = _code_agent(llm).run("task")
+    assert res.cut_replies == 0 and res.messages[2]["content"] == "```python\nx = (1 +"

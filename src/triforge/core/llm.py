@@ -93,6 +93,7 @@ class LLM(Protocol):
         max_tokens: int | None = None,
         json_mode: bool = False,
         sample: int = 0,
+        stop: list[str] | None = None,
     ) -> Completion: ...
 
 
@@ -190,6 +191,7 @@ class OpenAICompatLLM:
         temperature: float | None,
         max_tokens: int | None,
         json_mode: bool,
+        stop: list[str] | None = None,
     ) -> dict[str, Any]:
         cfg = self.config
         body: dict[str, Any] = {"model": cfg.model, "messages": sanitize_messages(messages)}
@@ -203,6 +205,8 @@ class OpenAICompatLLM:
             body["max_tokens"] = mt
         if json_mode and cfg.json_mode:
             body["response_format"] = {"type": "json_object"}
+        if stop:
+            body["stop"] = list(stop)
         return body
 
     def complete(
@@ -214,8 +218,9 @@ class OpenAICompatLLM:
         max_tokens: int | None = None,
         json_mode: bool = False,
         sample: int = 0,
+        stop: list[str] | None = None,
     ) -> Completion:
-        body = self.request_body(messages, tools, temperature, max_tokens, json_mode)
+        body = self.request_body(messages, tools, temperature, max_tokens, json_mode, stop)
         cache_key = {**body, "base_url": self.config.base_url}
         budget, cache, tracer = context.budget(), context.cache(), context.tracer()
         if cache is not None and (hit := cache.get(cache_key, sample)) is not None:

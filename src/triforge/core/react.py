@@ -50,6 +50,9 @@ class AgentConfig:
 
 
 RESAMPLE_OFFSET = 1000  # sample indices of re-asked replies: sample + RESAMPLE_OFFSET * attempt
+# Text protocol: tool results come back as `<tool_response ...>` blocks. A small model goes on to write
+# those itself (and then answers its own invention); its reply is cut where it starts one.
+TOOL_RESPONSE_OPEN = "<tool_response"
 
 
 @dataclass
@@ -63,6 +66,7 @@ class AgentResult:
     wall_s: float = 0.0
     format_errors: int = 0
     resampled: int = 0  # replies asked for again because they repeated an earlier reply
+    cut_replies: int = 0  # text-protocol replies that went on to write a tool response themselves
     messages: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -74,7 +78,7 @@ class AgentResult:
             "status": self.status, "message": self.message, "steps": self.steps,
             "input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens,
             "cost_usd": self.cost_usd, "wall_s": round(self.wall_s, 3), "format_errors": self.format_errors,
-            "resampled": self.resampled,
+            "resampled": self.resampled, "cut_replies": self.cut_replies,
         }
 
 
@@ -153,10 +157,16 @@ class Agent:
             temperature=temperature,
             max_tokens=self.config.max_tokens_per_call,
             sample=sample,
+            stop=None if self.native else [TOOL_RESPONSE_OPEN],
         )
         res.usage.input_tokens += comp.usage.input_tokens
         res.usage.output_tokens += comp.usage.output_tokens
         res.cost_usd += comp.cost_usd
+        if not self.native and comp.content and comp.finish_reason != "length":
+            # Cut here, or by a server honouring `stop` (finish_reason "stop", a code fence left open).
+            text, cut = cut_invented_response(comp.content)
+            res.cut_replies += cut or text != comp.content
+            comp.content = text
         return comp
 
     def _step(self, res: AgentResult, seen: set[str]) -> bool:
@@ -223,6 +233,18 @@ class Agent:
         tmp.write_text(json.dumps({"summary": res.summary(), "messages": res.messages}, indent=1,
                                   ensure_ascii=False, default=str))
         tmp.replace(path)
+
+
+def cut_invented_response(text: str) -> tuple[str, bool]:
+    """The reply up to a tool response the model wrote itself (True if one was cut), with a code fence
+    left open closed again (a reply cut short by max_tokens is not passed here: its code is unfinished)."""
+    k = text.find(TOOL_RESPONSE_OPEN)
+    cut = k >= 0
+    if cut:
+        text = text[:k]
+    if sum(1 for line in text.splitlines() if line.lstrip().startswith("```")) % 2:
+        text = text.rstrip() + "\n```"
+    return text, cut
 
 
 def _signature(comp: Completion) -> str:

@@ -141,9 +141,10 @@ class LocalLLM(OpenAICompatLLM):
         return url
 
     def request_body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                     temperature: float | None, max_tokens: int | None, json_mode: bool) -> dict[str, Any]:
+                     temperature: float | None, max_tokens: int | None, json_mode: bool,
+                     stop: list[str] | None = None) -> dict[str, Any]:
         """The OpenAI body; in native mode reshaped for chatml-function-calling (`triforge.local.quirks`)."""
-        body = super().request_body(messages, tools, temperature, max_tokens, json_mode)
+        body = super().request_body(messages, tools, temperature, max_tokens, json_mode, stop)
         return adapt_chatml_function_calling(body) if self.options.chat_format == NATIVE_CHAT_FORMAT else body
 
     def _call_once(self, body: dict[str, Any]) -> Completion:

@@ -50,7 +50,7 @@ def to_completion(step: str | dict[str, Any], index: int, model: str) -> Complet
         tool_calls=calls,
         usage=Usage(int(usage.get("input_tokens", 10)), int(usage.get("output_tokens", 5))),
         model=model,
-        finish_reason="tool_calls" if calls else "stop",
+        finish_reason=step.get("finish_reason") or ("tool_calls" if calls else "stop"),
     )
 
 
@@ -68,7 +68,7 @@ class ScriptedLLM:
         self._lock = threading.Lock()
 
     def complete(self, messages, *, tools=None, temperature=None, max_tokens=None, json_mode=False,
-                 sample: int = 0) -> Completion:
+                 sample: int = 0, stop: list[str] | None = None) -> Completion:
         budget = context.budget()
         if budget is not None:
             budget.check()
@@ -80,11 +80,15 @@ class ScriptedLLM:
                                   f"last message: {str(last)[:200]!r}")
             self._next += 1
             self.requests.append({"messages": [dict(m) for m in messages], "tools": tools,
-                                  "temperature": temperature, "sample": sample})
+                                  "temperature": temperature, "sample": sample, "stop": stop})
         step = self.script[i]
         if callable(step):
             step = step(messages, tools)
         comp = to_completion(step, i, self.config.model)
+        if stop and comp.content:  # as a server does: the reply ends before the first stop string
+            cut = min((k for k in (comp.content.find(x) for x in stop) if k >= 0), default=-1)
+            if cut >= 0:
+                comp.content, comp.finish_reason = comp.content[:cut], "stop"
         comp.cost_usd = self.config.cost_usd(comp.usage.input_tokens, comp.usage.output_tokens)
         if budget is not None:
             budget.charge(input_tokens=comp.usage.input_tokens, output_tokens=comp.usage.output_tokens,
