@@ -116,7 +116,7 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
                 "message": r.get("message", ""), "steps": r["steps"], "input_tokens": r["input_tokens"],
                 "output_tokens": r["output_tokens"], "wall_s": r["wall_s"], "format_errors": r["format_errors"],
                 "fresh_checks_failed": r.get("fresh_checks_failed", 0), "auto_submitted": r.get("auto_submitted", False),
-                "resampled": r.get("resampled", 0),
+                "resampled": r.get("resampled", 0), "cut_replies": r.get("cut_replies", 0),
                 "format_error_recovery": recovery(out / arm / pid), **harness_notes(out / arm / pid),
             }
         rows.append(row)
@@ -130,6 +130,7 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
             "submitted": sum(r["status"] == "submitted" for r in rs),
             "auto_submitted": sum(bool(r.get("auto_submitted")) for r in rs),
             "replies_resampled": sum(r.get("resampled", 0) for r in rs),
+            "replies_cut_at_invented_tool_response": sum(r.get("cut_replies", 0) for r in rs),
             "grades": dict(Counter(r["grade"] for r in rs)), "agent_status": dict(Counter(r["status"] for r in rs)),
             "format_errors": sum(r["format_errors"] for r in rs),
             "format_error_recovery": dict(Counter(o for r in rs for o in r["format_error_recovery"])),
@@ -171,7 +172,9 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
            f"{summary['check']['problems_with_submit_reminder']} problems; a repeated identical cell was flagged on "
            f"{summary['check']['problems_with_repeat_flag']}; an automatic hand-in failed its fresh run "
            f"{summary['check']['auto_submits_refused_by_fresh_run']} times (the model was told why); "
-           f"{summary['check']['replies_resampled']} repeated replies were re-asked.", ""]
+           f"{summary['check']['replies_resampled']} repeated replies were re-asked; "
+           f"{summary['check']['replies_cut_at_invented_tool_response']} replies were cut where the model began "
+           "writing a tool's answer itself.", ""]
     md += ["| problem | check: grade | steps | fmt err | wall s | nocheck: grade | steps | wall s | reason (check) |",
            "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +83,29 @@ def test_cli_endpoint_down_keeps_run_dir(tmp_path):
                         "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert r.returncode == 2 and "resume" in r.stdout
     assert json.loads((tmp_path / "run" / "results.json").read_text())["status"] == "endpoint_error"
+
+
+def test_cli_main_job_flags_with_a_text_protocol_model(tmp_path):
+    """The main job's command line (text protocol, the weak-model aids) against the fake server: the model
+    invents a tool response (cut off), repeats itself (re-asked), and its self-contained cell that prints the
+    solution is handed in automatically and graded correct on every instance."""
+    examples = Path(__file__).resolve().parents[2] / "examples" / "cpbench"
+    program = ("# Data\ntotal = 12\ndiff = 2\n# End of data\nimport json\nimport cpmpy as cp\n"
+               "x, y = cp.intvar(0, total, shape=2, name=['x', 'y'])\nm = cp.Model(x + y == total, x - y == diff)\n"
+               "assert m.solve()\nprint(json.dumps({'x': int(x.value()), 'y': int(y.value())}))\n")
+    broken = "```python\nprint(x)\n```"
+    script = [broken + '\n<tool_response name="python_exec">\n7\n</tool_response>\nSo x is 7.', broken,
+              f"Here is the model.\n```python\n{program}```"]
+    with FakeOpenAIServer(script) as srv:
+        (tmp_path / "triforge.toml").write_text(
+            f'[models.weak]\nmodel = "m"\nbase_url = "{srv.base_url}"\nnative_tools = false\nmax_retries = 0\n')
+        r = subprocess.run(
+            [sys.executable, "-m", "triforge.cli.app", "cpagent", "solve", "--data", str(examples), "--problem",
+             "two_numbers", "--model", "weak", "--out", str(tmp_path / "run"), "--max-steps", "6", "--auto-submit",
+             "--resample-repeats", "2", "--preload-imports"], capture_output=True, text=True, timeout=180, cwd=tmp_path)
+        assert all(body["stop"] == ["<tool_response"] for body in srv.requests)
+        assert [b.get("temperature") for b in srv.requests] == [None, None, 0.8]
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert rec["grade"]["status"] == "correct" and rec["auto_submitted"]
+    assert (rec["cut_replies"], rec["resampled"], rec["steps"]) == (1, 1, 2)
