@@ -230,3 +230,17 @@ def test_a_reply_cut_by_max_tokens_keeps_its_open_fence():
                       native_tools=False)
     res = _code_agent(llm).run("task")
     assert res.cut_replies == 0 and res.messages[2]["content"] == "```python\nx = (1 +"
+
+
+def test_an_invented_response_right_after_an_opening_fence_is_a_format_error_that_says_why():
+    """What the 1.5B model did: it opened a python fence and wrote `<tool_response name="explain_infeasible">`
+    straight away. Running the empty block would waste a step; the model is told what went wrong instead."""
+    from triforge.core.react import cut_invented_response
+
+    assert cut_invented_response('```python\n<tool_response name="x">\n') == ("", True)
+    assert cut_invented_response('Fix:\n```python\n<tool_response name="x">') == ("Fix:", True)
+    llm = ScriptedLLM(['```python\n<tool_response name="explain_infeasible">\nnone\n</tool_response>', SUBMIT_DONE],
+                      native_tools=False)
+    res = _code_agent(llm).run("task")
+    assert res.format_errors == 1 and res.cut_replies == 1 and res.output == "done"
+    assert "tool responses come only from the harness" in res.messages[3]["content"]

@@ -98,6 +98,7 @@ class Agent:
         self.name = name
         self.run_dir = Path(run_dir) if run_dir else None
         self.native = bool(getattr(llm.config, "native_tools", True))
+        self._cut_last = False  # the last reply was cut at an invented tool response (for the format error)
 
     def _system_prompt(self) -> str:
         if self.native:
@@ -151,6 +152,7 @@ class Agent:
             raise LimitsExceeded(f"wall-time limit reached ({lim.max_wall_s:g} s)")
 
     def _ask(self, res: AgentResult, temperature: float | None, sample: int) -> Completion:
+        self._cut_last = False
         comp = self.llm.complete(
             res.messages,
             tools=self.tools.schemas() if self.native else None,
@@ -165,7 +167,9 @@ class Agent:
         if not self.native and comp.content and comp.finish_reason != "length":
             # Cut here, or by a server honouring `stop` (finish_reason "stop", a code fence left open).
             text, cut = cut_invented_response(comp.content)
-            res.cut_replies += cut or text != comp.content
+            if cut or text != comp.content:
+                res.cut_replies += 1
+                self._cut_last = True
             comp.content = text
         return comp
 
@@ -183,7 +187,9 @@ class Agent:
         except FormatError as e:
             res.format_errors += 1
             res.messages.append({"role": "assistant", "content": comp.content or ""})
-            res.messages.append({"role": "user", "content": f"Format error: {e}"})
+            hint = (" (Your reply was cut where you began a <tool_response> block: tool responses come only "
+                    "from the harness, after your call.)") if self._cut_last else ""
+            res.messages.append({"role": "user", "content": f"Format error: {e}{hint}"})
             return False
         msg: dict[str, Any] = {"role": "assistant", "content": comp.content or ""}
         if self.native:
@@ -242,8 +248,13 @@ def cut_invented_response(text: str) -> tuple[str, bool]:
     cut = k >= 0
     if cut:
         text = text[:k]
-    if sum(1 for line in text.splitlines() if line.lstrip().startswith("```")) % 2:
-        text = text.rstrip() + "\n```"
+    lines = text.splitlines()
+    fences = [i for i, line in enumerate(lines) if line.lstrip().startswith("```")]
+    if len(fences) % 2:
+        if "".join(lines[fences[-1] + 1:]).strip():
+            text = text.rstrip() + "\n```"
+        else:  # an empty block (the model opened a fence and began a tool response): nothing to run
+            text = "\n".join(lines[:fences[-1]])
     return text, cut
 
 
