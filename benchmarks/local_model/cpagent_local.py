@@ -2,7 +2,7 @@
 
 Run (after `triforge local install`; not in CI, hours on 2 cores):
     .venv/bin/python benchmarks/local_model/cpagent_local.py --data ../shared/data/dcp-bench-open \
-        [--out runs/local-cpagent] [--max-steps 6] [--max-wall 900] [--no-auto-submit] [--resample-repeats 2] \
+        [--out runs/local-cpagent] [--max-steps 6] [--max-wall 900] [--no-auto-submit] [--resample-repeats 1] \
         [--no-preload] [--stop-after-min 90] [--report-only]
 
 Problems run in sorted id order; for each, the `check` arm (fresh run before accepting a submission) and then
@@ -195,7 +195,7 @@ def main() -> None:
     ap.add_argument("--max-steps", type=int, default=6)
     ap.add_argument("--max-wall", type=float, default=900.0)
     ap.add_argument("--no-auto-submit", action="store_true", help="only explicit submit calls hand in a program")
-    ap.add_argument("--resample-repeats", type=int, default=2, help="re-ask a repeated reply at temperature 0.8")
+    ap.add_argument("--resample-repeats", type=int, default=1, help="re-ask a repeated reply at temperature 0.8")
     ap.add_argument("--no-preload", action="store_true", help="do not import json/cpmpy/numpy in the kernel first")
     ap.add_argument("--stop-after-min", type=float, default=None, help="start no new problem after this long")
     ap.add_argument("--problem", action="append", default=None)
