@@ -191,7 +191,7 @@ def test_a_tool_response_the_model_invents_is_cut_off_by_the_stop_string():
     `<tool_response` as a stop string; the real result then comes from the real tool."""
     llm = ScriptedLLM([INVENTED, SUBMIT_DONE], native_tools=False)
     res = _code_agent(llm).run("task")
-    assert llm.requests[0]["stop"] == ["<tool_response"]
+    assert llm.requests[0]["stop"] == ["<tool_response", "```output"]
     assert res.cut_replies == 1 and res.format_errors == 0 and res.output == "done"
     assert res.messages[2]["content"].endswith("print(1 + 2)\n```")  # the fence the cut left open is closed
     assert res.messages[3]["content"] == '<tool_response name="python_exec">\n3\n\n</tool_response>'
@@ -211,7 +211,7 @@ def test_a_server_that_ignores_stop_is_cut_on_the_client():
     with FakeOpenAIServer([INVENTED, '<tool_call>{"name": "submit", "arguments": {"answer": "ok"}}</tool_call>']) as srv:
         cfg = ModelConfig(model="fake", base_url=srv.base_url, native_tools=False, timeout_s=5)
         res = _code_agent(OpenAICompatLLM("fake", cfg)).run("task")
-        assert srv.requests[0]["stop"] == ["<tool_response"]
+        assert srv.requests[0]["stop"] == ["<tool_response", "```output"]
     assert res.cut_replies == 1 and res.output == "ok"
     assert "Great, the answer is 3" not in json.dumps(res.messages)
 
@@ -243,4 +243,20 @@ def test_an_invented_response_right_after_an_opening_fence_is_a_format_error_tha
                       native_tools=False)
     res = _code_agent(llm).run("task")
     assert res.format_errors == 1 and res.cut_replies == 1 and res.output == "done"
-    assert "tool responses come only from the harness" in res.messages[3]["content"]
+    assert "results come only from the harness" in res.messages[3]["content"]
+
+
+def test_an_invented_output_block_is_cut_so_only_the_first_program_runs():
+    """Qwen2.5-Coder writes a ```python block, then a made-up ```output block, then the same program again,
+    several times in one reply (cpagent two_numbers, 2026-12-03): run as one cell it printed its JSON three
+    times. Cut at the first ```output, the reply holds one program, which prints once."""
+    block = "```python\nprint('{\"x\": 7}')\n```\n"
+    reply = f"Let's compute.\n{block}```output\n{{\"error\": 1}}\n```\nThat failed; again.\n{block}```output\n1\n```\n"
+    llm = ScriptedLLM([reply, SUBMIT_DONE], native_tools=False)
+    res = _code_agent(llm).run("task")
+    assert res.format_errors == 0  # the scripted model honours `stop` as llama.cpp does: cut before the loop sees it
+    assert res.messages[2]["content"] == "Let's compute.\n" + block
+    assert res.messages[3]["content"] == '<tool_response name="python_exec">\n{"x": 7}\n\n</tool_response>'
+    from triforge.core.react import cut_invented_response
+
+    assert cut_invented_response(reply) == ("Let's compute.\n" + block, True)  # a server that ignores `stop`

@@ -103,7 +103,7 @@ def test_cli_main_job_flags_with_a_text_protocol_model(tmp_path):
             [sys.executable, "-m", "triforge.cli.app", "cpagent", "solve", "--data", str(examples), "--problem",
              "two_numbers", "--model", "weak", "--out", str(tmp_path / "run"), "--max-steps", "6", "--auto-submit",
              "--resample-repeats", "2", "--preload-imports"], capture_output=True, text=True, timeout=180, cwd=tmp_path)
-        assert all(body["stop"] == ["<tool_response"] for body in srv.requests)
+        assert all(body["stop"] == ["<tool_response", "```output"] for body in srv.requests)
         assert [b.get("temperature") for b in srv.requests] == [None, None, 0.8]
     assert r.returncode == 0, r.stdout + r.stderr
     rec = json.loads((tmp_path / "run" / "results.json").read_text())

@@ -51,8 +51,9 @@ class AgentConfig:
 
 RESAMPLE_OFFSET = 1000  # sample indices of re-asked replies: sample + RESAMPLE_OFFSET * attempt
 # Text protocol: tool results come back as `<tool_response ...>` blocks. A small model goes on to write
-# those itself (and then answers its own invention); its reply is cut where it starts one.
-TOOL_RESPONSE_OPEN = "<tool_response"
+# those itself, or the code's output in a ```output block (Qwen2.5-Coder's notebook habit), and then
+# answers its own invention; its reply is cut where it starts one.
+INVENTED_RESULT_MARKERS = ("<tool_response", "```output")
 
 
 @dataclass
@@ -159,7 +160,7 @@ class Agent:
             temperature=temperature,
             max_tokens=self.config.max_tokens_per_call,
             sample=sample,
-            stop=None if self.native else [TOOL_RESPONSE_OPEN],
+            stop=None if self.native else list(INVENTED_RESULT_MARKERS),
         )
         res.usage.input_tokens += comp.usage.input_tokens
         res.usage.output_tokens += comp.usage.output_tokens
@@ -187,8 +188,8 @@ class Agent:
         except FormatError as e:
             res.format_errors += 1
             res.messages.append({"role": "assistant", "content": comp.content or ""})
-            hint = (" (Your reply was cut where you began a <tool_response> block: tool responses come only "
-                    "from the harness, after your call.)") if self._cut_last else ""
+            hint = (" (Your reply was cut where you began writing a result yourself (a <tool_response> or "
+                    "```output block): results come only from the harness, after your call.)") if self._cut_last else ""
             res.messages.append({"role": "user", "content": f"Format error: {e}{hint}"})
             return False
         msg: dict[str, Any] = {"role": "assistant", "content": comp.content or ""}
@@ -244,7 +245,7 @@ class Agent:
 def cut_invented_response(text: str) -> tuple[str, bool]:
     """The reply up to a tool response the model wrote itself (True if one was cut), with a code fence
     left open closed again (a reply cut short by max_tokens is not passed here: its code is unfinished)."""
-    k = text.find(TOOL_RESPONSE_OPEN)
+    k = min((i for i in (text.find(m) for m in INVENTED_RESULT_MARKERS) if i >= 0), default=-1)
     cut = k >= 0
     if cut:
         text = text[:k]
