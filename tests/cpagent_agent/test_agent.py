@@ -50,6 +50,7 @@ def test_clean_solve(tmp_path):
     for f in ("solution.py", "solution.json", "trace.jsonl", "trace.html", "report.md", "results.json"):
         assert (tmp_path / "run" / f).is_file(), f
     assert json.loads((tmp_path / "run" / "solution.json").read_text()) == {"x": 7, "y": 5}
+    assert "`solution.py`, `solution.json`" in (tmp_path / "run" / "report.md").read_text()
     llm.assert_done()
 
 
@@ -270,3 +271,10 @@ def test_preloaded_imports_are_in_the_kernel_and_named_in_the_prompt_but_not_in_
 def test_a_failing_preamble_stops_before_the_first_step():
     with pytest.raises(RuntimeError, match="preamble failed"):
         run_cpagent(ScriptedLLM([]), TASK, config=CPAgentConfig(kernel_preamble="import no_such_module_here"))
+
+
+def test_report_of_a_run_without_submission_lists_no_solution_files(tmp_path):
+    llm = ScriptedLLM([call("python_exec", code="1")])
+    solve_task(TASK, llm, tmp_path / "run", config=CPAgentConfig(limits=AgentLimits(max_steps=1)))
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "not_submitted" in report and "solution.py" not in report and "`trace.html`" in report

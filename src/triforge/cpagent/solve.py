@@ -94,7 +94,8 @@ def solve_task(
     else:
         record["grade"] = grade_solution(task, rd.path / "solution.py", fresh=result.output.get("fresh_run"))
     rd.write_results(record)
-    rd.write_report(report_md(task, record))
+    present = [f for f in ("solution.py", "solution.json") if (rd.path / f).is_file()]
+    rd.write_report(report_md(task, {**record, "files": present}))
     render_html(rd.path)
     return record
 
@@ -116,5 +117,7 @@ def report_md(task: CPTask, r: dict[str, Any]) -> str:
         lines += ["", "## Why not correct", *[f"- {x}" for x in g["reasons"][:20]]]
     for v in g.get("instances", []):
         lines.append(f"- instance {v.get('instance')}: {v.get('verdict')}")
-    lines += ["", "Files: `solution.py`, `solution.json`, `trace.jsonl`, `trace.html`, `cpagent.trajectory.json`."]
+    files = [f for f in ("solution.py", "solution.json") if f in r.get("files", ())]
+    files += ["trace.jsonl", "trace.html", "cpagent.trajectory.json"]
+    lines += ["", "Files: " + ", ".join(f"`{f}`" for f in files) + "."]
     return "\n".join(lines) + "\n"
