@@ -90,6 +90,17 @@ def harness_notes(run_dir: Path) -> dict[str, int]:
             "auto_submits_refused": sum("The harness tried to hand in this cell" in t for t in texts)}
 
 
+def reask_outcomes(run_dir: Path) -> dict[str, int]:
+    """Re-asked replies (temperature 0.8) in one run, and how many came back identical to the repeat."""
+    trace = run_dir / "trace.jsonl"
+    if not trace.is_file():
+        return {"reasked": 0, "reasked_identical": 0}
+    llm = [s for s in map(json.loads, trace.read_text().splitlines()) if s.get("kind") == "llm"]
+    same = [llm[i - 1]["attributes"].get("gen_ai.output.messages") == s["attributes"].get("gen_ai.output.messages")
+            for i, s in enumerate(llm) if i and s["attributes"].get("gen_ai.request.temperature") == 0.8]
+    return {"reasked": len(same), "reasked_identical": sum(same)}
+
+
 def committed_rows(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Rows finished in both arms by earlier sessions with the same settings: the newest such results file."""
     same = ("max_steps", "max_wall_s", "max_tokens_per_reply", "auto_submit", "resample_repeats", "preload_imports",
@@ -118,6 +129,7 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
                 "fresh_checks_failed": r.get("fresh_checks_failed", 0), "auto_submitted": r.get("auto_submitted", False),
                 "resampled": r.get("resampled", 0), "cut_replies": r.get("cut_replies", 0),
                 "format_error_recovery": recovery(out / arm / pid), **harness_notes(out / arm / pid),
+                **reask_outcomes(out / arm / pid),
             }
         rows.append(row)
     rows.sort(key=lambda r: r["problem"])
@@ -130,6 +142,7 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
             "submitted": sum(r["status"] == "submitted" for r in rs),
             "auto_submitted": sum(bool(r.get("auto_submitted")) for r in rs),
             "replies_resampled": sum(r.get("resampled", 0) for r in rs),
+            "reasked_identical_again": sum(r.get("reasked_identical", 0) for r in rs),
             "replies_cut_at_invented_tool_response": sum(r.get("cut_replies", 0) for r in rs),
             "grades": dict(Counter(r["grade"] for r in rs)), "agent_status": dict(Counter(r["status"] for r in rs)),
             "format_errors": sum(r["format_errors"] for r in rs),
@@ -172,7 +185,9 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
            f"{summary['check']['problems_with_submit_reminder']} problems; a repeated identical cell was flagged on "
            f"{summary['check']['problems_with_repeat_flag']}; an automatic hand-in failed its fresh run "
            f"{summary['check']['auto_submits_refused_by_fresh_run']} times (the model was told why); "
-           f"{summary['check']['replies_resampled']} repeated replies were re-asked; "
+           f"{summary['check']['replies_resampled']} repeated replies were re-asked at temperature 0.8, and "
+           f"{summary['check']['reasked_identical_again']} of those came back identical again (the model copies its "
+           "earlier reply from the context, which stays near-certain at 0.8); "
            f"{summary['check']['replies_cut_at_invented_tool_response']} replies were cut where the model began "
            "writing a tool's answer itself.", ""]
     md += ["| problem | check: grade | steps | fmt err | wall s | nocheck: grade | steps | wall s | reason (check) |",
