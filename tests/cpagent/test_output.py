@@ -57,3 +57,8 @@ def test_key_errors_name_missing_and_extra_keys():
 )
 def test_shape_errors(value, template, ok):
     assert (shape_errors(value, template, "k") == []) is ok
+
+
+def test_shape_error_messages_name_what_was_found():
+    assert shape_errors([None, [1]], [[1], [2]], "x") == ["x[0]: expected list, got null"]
+    assert shape_errors([[1], 3], [[1], [2]], "x") == ["x[1]: expected list, got integer 3"]

@@ -89,7 +89,8 @@ def shape_errors(value: Any, template: Any, path: str) -> list[str]:
     if tk == "number" and vk == "integer":
         return []
     if tk != vk:
-        return [f"{path}: expected {tk}, got {vk} {json.dumps(value)[:40]}"]
+        got = "null" if value is None else f"{vk} {json.dumps(value)[:40]}"
+        return [f"{path}: expected {tk}, got {got}"]
     if tk == "list":
         if len(value) != len(template):
             return [f"{path}: expected a list of length {len(template)}, got length {len(value)}"]
