@@ -229,7 +229,12 @@ def main() -> None:
             "auto_submit": not args.no_auto_submit, "resample_repeats": args.resample_repeats,
             "preload_imports": not args.no_preload}
     earlier = {} if args.fresh else committed_rows(meta)
+    started = out / "machine_at_start.json"  # the machine as the run found it, not as the report finds it
+    if args.report_only and started.is_file():
+        meta["machine"] = json.loads(started.read_text())
     if not args.report_only:
+        out.mkdir(parents=True, exist_ok=True)
+        started.write_text(json.dumps(meta["machine"]))
         t0 = time.monotonic()
         cache = open_cache("rw", out / "responses.sqlite")
         llm = get_llm("local")
