@@ -268,8 +268,21 @@ def test_preloaded_imports_are_in_the_kernel_and_named_in_the_prompt_but_not_in_
     assert [f.ok for f in bound.fresh_checks] == [False, True]
 
 
+def test_a_kernel_restart_gets_the_preamble_back():
+    from triforge.cpagent.agent import PRELOAD_IMPORTS
+
+    llm = ScriptedLLM([call("python_exec", code="import os; os._exit(1)"), call("python_exec", code="print(cp.__name__)"),
+                       call("submit", code=GOOD)])
+    res, _ = run_cpagent(llm, TASK, config=CPAgentConfig(kernel_preamble=PRELOAD_IMPORTS))
+    outs = tool_outputs(res)
+    assert "state is lost" in outs[0] and "preamble" in outs[0] and "was run again" in outs[0]
+    assert outs[1].strip() == "cpmpy" and res.submitted
+
+
 def test_a_failing_preamble_stops_before_the_first_step():
-    with pytest.raises(RuntimeError, match="preamble failed"):
+    from triforge.core.errors import UserError
+
+    with pytest.raises(UserError, match="preamble failed .*ModuleNotFoundError"):
         run_cpagent(ScriptedLLM([]), TASK, config=CPAgentConfig(kernel_preamble="import no_such_module_here"))
 
 

@@ -99,7 +99,6 @@ class Agent:
         self.name = name
         self.run_dir = Path(run_dir) if run_dir else None
         self.native = bool(getattr(llm.config, "native_tools", True))
-        self._cut_last = False  # the last reply was cut at an invented tool response (for the format error)
 
     def _system_prompt(self) -> str:
         if self.native:
@@ -152,8 +151,8 @@ class Agent:
         if lim.max_wall_s is not None and time.monotonic() - t0 >= lim.max_wall_s:
             raise LimitsExceeded(f"wall-time limit reached ({lim.max_wall_s:g} s)")
 
-    def _ask(self, res: AgentResult, temperature: float | None, sample: int) -> Completion:
-        self._cut_last = False
+    def _ask(self, res: AgentResult, temperature: float | None, sample: int) -> tuple[Completion, bool]:
+        """One model call; True with it when the reply was cut at an invented result (text protocol)."""
         comp = self.llm.complete(
             res.messages,
             tools=self.tools.schemas() if self.native else None,
@@ -165,23 +164,24 @@ class Agent:
         res.usage.input_tokens += comp.usage.input_tokens
         res.usage.output_tokens += comp.usage.output_tokens
         res.cost_usd += comp.cost_usd
-        if not self.native and comp.content and comp.finish_reason != "length":
-            # Cut here, or by a server honouring `stop` (finish_reason "stop", a code fence left open).
-            text, cut = cut_invented_response(comp.content)
-            if cut or text != comp.content:
-                res.cut_replies += 1
-                self._cut_last = True
-            comp.content = text
-        return comp
+        if self.native or not comp.content or comp.finish_reason == "length":
+            return comp, False
+        # Cut here, or by a server honouring `stop` (finish_reason "stop", a code fence left open).
+        text, cut = cut_invented_response(comp.content)
+        cut = cut or text != comp.content
+        res.cut_replies += cut
+        comp.content = text
+        return comp, cut
 
     def _step(self, res: AgentResult, seen: set[str]) -> bool:
         """One model call and the tools it asks for; False when the reply was malformed."""
-        comp = self._ask(res, self.config.temperature, self.config.sample)
+        comp, cut = self._ask(res, self.config.temperature, self.config.sample)
         for attempt in range(1, self.config.resample_repeats + 1):
             if _signature(comp) not in seen:
                 break
             res.resampled += 1
-            comp = self._ask(res, self.config.resample_temperature, self.config.sample + RESAMPLE_OFFSET * attempt)
+            comp, cut = self._ask(res, self.config.resample_temperature,
+                                  self.config.sample + RESAMPLE_OFFSET * attempt)
         seen.add(_signature(comp))
         try:
             calls = self.tools.parse(comp, native=self.native)
@@ -189,7 +189,7 @@ class Agent:
             res.format_errors += 1
             res.messages.append({"role": "assistant", "content": comp.content or ""})
             hint = (" (Your reply was cut where you began writing a result yourself (a <tool_response> or "
-                    "```output block): results come only from the harness, after your call.)") if self._cut_last else ""
+                    "```output block): results come only from the harness, after your call.)") if cut else ""
             res.messages.append({"role": "user", "content": f"Format error: {e}{hint}"})
             return False
         msg: dict[str, Any] = {"role": "assistant", "content": comp.content or ""}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from triforge.core.errors import FormatError, Submitted
+from triforge.core.errors import FormatError, Submitted, UserError
 from triforge.core.llm import LLM
 from triforge.core.proc import ProcResult
 from triforge.core.react import Agent, AgentConfig, AgentLimits, AgentResult
@@ -169,8 +169,24 @@ class CPAgentTools:
                 f"process it failed: {fr.reason}. Put every import, the data block and the model in one "
                 "cell that prints only the JSON line.]")
 
+    def run_preamble(self) -> None:
+        """Run the configured preamble in the kernel (at the start, and again after a restart)."""
+        pre = self.sandbox.execute(self.config.kernel_preamble, timeout=self.config.cell_timeout_s)
+        if not pre.ok:
+            raise UserError(f"the kernel preamble failed ({describe(pre).splitlines()[-1][:200]}); is cpmpy "
+                            "installed in the environment triforge runs in?")
+
+    def execute(self, code: str, timeout: float) -> tuple[ExecResult, str]:
+        """A cell's result and the text the model reads; a kernel that had to restart gets its preamble back."""
+        res = self.sandbox.execute(code, timeout=timeout)
+        text = describe(res)
+        if res.restarted and self.config.kernel_preamble:
+            self.run_preamble()
+            text += "\n[the preamble (the imports named in your instructions) was run again]"
+        return res, text
+
     def tools(self) -> list[Tool]:
-        task, sandbox, cfg = self.task, self.sandbox, self.config
+        task, cfg = self.task, self.config
 
         @tool
         def python_exec(code: str) -> str:
@@ -179,8 +195,8 @@ class CPAgentTools:
             Args:
                 code: Python source; variables and imports persist between calls
             """
-            res = sandbox.execute(code, timeout=cfg.cell_timeout_s)
-            result = self.note_repeat(code, describe(res))
+            res, text = self.execute(code, cfg.cell_timeout_s)
+            result = self.note_repeat(code, text)
             if cfg.auto_submit and self.solution_shaped(res):
                 return result + self.hand_in(code, auto=True)
             return result + self.submit_hint(res)
@@ -191,7 +207,7 @@ class CPAgentTools:
 
             Returns a minimal subset of its constraints that cannot all hold together.
             """
-            return describe(sandbox.execute(explain_code(min(cfg.cell_timeout_s, 60)), timeout=cfg.cell_timeout_s + 30))
+            return self.execute(explain_code(min(cfg.cell_timeout_s, 60)), cfg.cell_timeout_s + 30)[1]
 
         @tool
         def prove_optimal() -> str:
@@ -199,7 +215,7 @@ class CPAgentTools:
 
             Solves it, then asks whether a strictly better objective value exists.
             """
-            return describe(sandbox.execute(prove_code(min(cfg.cell_timeout_s, 120)), timeout=cfg.cell_timeout_s * 2 + 30))
+            return self.execute(prove_code(min(cfg.cell_timeout_s, 120)), cfg.cell_timeout_s * 2 + 30)[1]
 
         @tool
         def submit(code: str) -> str:
@@ -233,9 +249,7 @@ def run_cpagent(
         bound.native = bool(getattr(llm.config, "native_tools", True))
         system = system_prompt(task, config.project_prompt)
         if config.kernel_preamble:
-            pre = sb.execute(config.kernel_preamble, timeout=config.cell_timeout_s)
-            if not pre.ok:
-                raise RuntimeError(f"the kernel preamble failed: {describe(pre)[:500]}")
+            bound.run_preamble()
             system += ("\n\nYour kernel has already run:\n```python\n" + config.kernel_preamble + "\n```\n"
                        "A submitted program runs in a fresh process and must do its own imports.")
         agent = Agent(
