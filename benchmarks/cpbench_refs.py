@@ -51,8 +51,10 @@ def bench_refs(problems: list, jobs: int, progress: Path | None = None) -> dict:
         "wall_s": wall,
         "runs": len(results),
         "ok": len(results) - len(failed),
+        "as_expected": sum(r.as_expected for r in results),  # what `triforge cpagent refs` exits 0 on
         "failed": [{"problem": r.problem_id, "instance": r.instance, "status": r.status, "reason": r.reason,
-                    "seconds": round(r.duration_s, 2)} for r in failed],
+                    "seconds": round(r.duration_s, 2), "expected": r.expected, "as_expected": r.as_expected}
+                   for r in failed],
         "slowest": sorted(({"problem": r.problem_id, "instance": r.instance, "seconds": round(r.duration_s, 2),
                             "ok": r.ok} for r in results), key=lambda d: -d["seconds"])[:15],
         "seconds_by_problem": {k: round(v, 2) for k, v in sorted(by_problem.items(), key=lambda kv: -kv[1])},
@@ -95,7 +97,8 @@ def render_md(rep: dict) -> str:
     if r := rep.get("refs"):
         lines += ["## References", "",
                   f"- instances: {rep['instances']}, jobs: {rep['jobs']}",
-                  f"- runs: {r['runs']}, ok: {r['ok']}, failed: {len(r['failed'])}",
+                  f"- runs: {r['runs']}, ok: {r['ok']}, failed: {len(r['failed'])}, as expected: {r.get('as_expected', '-')} "
+                  "(a listed no-solution instance proven so, or a listed marginal one out of time)",
                   f"- **wall time: {r['wall_s']:.1f} s**", ""]
         if r["failed"]:
             lines += ["| problem | instance | status | seconds | reason |", "|---|---|---|---|---|"]

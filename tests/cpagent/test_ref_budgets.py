@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from triforge.cli.cpagent import app
 from triforge.cpagent import ref_budgets
 from triforge.cpagent.ref_budgets import PolicyError, expectation, policy, ref_budget
-from triforge.cpagent.refs import RefCache, all_tasks, run_reference, run_references
+from triforge.cpagent.refs import RefCache, RefResult, all_tasks, run_reference, run_references
 
 runner = CliRunner()
 
@@ -34,7 +34,7 @@ def test_shipped_policy_loads_and_every_entry_names_a_real_problem(problems):
     for pid, pol in data.items():
         assert pid in problems, f"{pid} is not a CP-Bench problem"
         n = problems[pid].n_instances
-        assert all(0 <= k < n for k in (*pol.no_solution, *pol.beyond_reach, *pol.instance_budget_s)), pid
+        assert all(0 <= k < n for k in (*pol.no_solution, *pol.beyond_reach, *pol.marginal, *pol.instance_budget_s)), pid
         assert pol.why
 
 
@@ -103,3 +103,29 @@ def test_a_malformed_policy_file_is_a_clear_error(planted_policy, text):
     path = planted_policy(text)
     with pytest.raises(PolicyError, match=str(path)):
         policy("x")
+
+
+def test_a_marginal_instance_may_run_out_of_time_but_nothing_else(problems, planted_policy, cpbench_dir, tmp_path,
+                                                                  monkeypatch):
+    monkeypatch.setenv("TRIFORGE_HOME", str(tmp_path / "home"))
+    p = problems["csplib_001_car_sequencing"]
+    others = ", ".join(str(k) for k in range(p.n_instances) if k != 1)
+    planted_policy(f'[{p.id}]\nmarginal = [1]\nbeyond_reach = [{others}]\ninstance_budget_s = {{1 = 1.5}}\n'
+                   'why = "planted"\n')
+    assert expectation(p.id, 1) == "marginal"
+    res = runner.invoke(app, ["refs", "--data", str(cpbench_dir), "--problem", p.id])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())  # rich wraps long lines at the test console's width
+    assert "1/1 reference runs as expected" in text and "1 listed as marginal ran out of time" in text, text
+    r = run_reference(p, 1)
+    assert r.status == "timeout" and not r.ok and r.as_expected and "allowed: listed as marginal" in r.reason
+    # a marginal instance that crashes or prints a bad solution still fails the run
+    for status in ("error", "bad_output", "UNKNOWN"):
+        assert not RefResult(p.id, 1, False, status, None, None, 1.0, "", "", "marginal").as_expected
+    assert not RefResult(p.id, 1, False, "timeout", None, None, 1.0, "", "", "").as_expected
+
+
+def test_an_instance_cannot_be_marginal_and_beyond_reach(planted_policy):
+    path = planted_policy('[x]\nmarginal = [3]\nbeyond_reach = [3]\nwhy = "planted"\n')
+    with pytest.raises(PolicyError, match="marginal and in another list"):
+        policy("x", path)

@@ -4,6 +4,8 @@ The list lives in `ref_budgets.toml` beside this module. A problem's `# Timeout:
 unless an entry gives a measured one (`budget_s`, for every instance, or `instance_budget_s`, per
 instance). `no_solution` instances have none at all: the reference must prove them UNSATISFIABLE.
 `beyond_reach` instances found no solution in any budget tried here: `refs` skips them unless asked.
+`marginal` instances solved within their budget in some runs here and not in others (CP-SAT's parallel
+portfolio is not deterministic): they are run and reported, and a timeout there does not fail `refs`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class RefPolicy:
     instance_budget_s: dict[int, float] = field(default_factory=dict)
     no_solution: tuple[int, ...] = ()
     beyond_reach: tuple[int, ...] = ()
+    marginal: tuple[int, ...] = ()
     why: str = ""
 
 
@@ -44,11 +47,15 @@ def _load(path: Path) -> dict[str, RefPolicy]:
         raise PolicyError(f"{path}: {e}") from None
     out = {}
     for pid, e in data.items():
-        unknown = set(e) - {"budget_s", "instance_budget_s", "no_solution", "beyond_reach", "why"}
+        unknown = set(e) - {"budget_s", "instance_budget_s", "no_solution", "beyond_reach", "marginal", "why"}
         if unknown or not e.get("why"):
             raise PolicyError(f"{path}: [{pid}] needs a `why`, and knows no {sorted(unknown)}")
         out[pid] = RefPolicy(pid, e.get("budget_s"), {int(k): float(v) for k, v in e.get("instance_budget_s", {}).items()},
-                             tuple(e.get("no_solution", ())), tuple(e.get("beyond_reach", ())), e["why"])
+                             tuple(e.get("no_solution", ())), tuple(e.get("beyond_reach", ())),
+                             tuple(e.get("marginal", ())), e["why"])
+        clash = set(out[pid].no_solution) | set(out[pid].beyond_reach)
+        if both := sorted(clash & set(out[pid].marginal)):
+            raise PolicyError(f"{path}: [{pid}] lists instance(s) {both} as marginal and in another list")
     return out
 
 
@@ -63,8 +70,10 @@ def ref_budget(problem: _HasLimit, instance: int, path: Path | None = None) -> f
 
 
 def expectation(problem_id: str, instance: int, path: Path | None = None) -> str:
-    """'no_solution', 'beyond_reach' or '' (a valid solution is expected within the budget)."""
+    """'no_solution', 'beyond_reach', 'marginal' or '' (a valid solution is expected within the budget)."""
     pol = policy(problem_id, path)
     if instance in pol.no_solution:
         return "no_solution"
+    if instance in pol.marginal:
+        return "marginal"
     return "beyond_reach" if instance in pol.beyond_reach else ""
