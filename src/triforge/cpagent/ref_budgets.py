@@ -53,8 +53,8 @@ def _load(path: Path) -> dict[str, RefPolicy]:
         out[pid] = RefPolicy(pid, e.get("budget_s"), {int(k): float(v) for k, v in e.get("instance_budget_s", {}).items()},
                              tuple(e.get("no_solution", ())), tuple(e.get("beyond_reach", ())),
                              tuple(e.get("marginal", ())), e["why"])
-        clash = set(out[pid].no_solution) | set(out[pid].beyond_reach)
-        if both := sorted(clash & set(out[pid].marginal)):
+        pol = out[pid]
+        if both := sorted(set(pol.marginal) & {*pol.no_solution, *pol.beyond_reach}):
             raise PolicyError(f"{path}: [{pid}] lists instance(s) {both} as marginal and in another list")
     return out
 
