@@ -3,7 +3,7 @@
 Run (after `triforge local install`; not in CI, hours on 2 cores):
     .venv/bin/python benchmarks/local_model/cpagent_local.py --data ../shared/data/dcp-bench-open \
         [--out runs/local-cpagent] [--max-steps 6] [--max-wall 900] [--no-auto-submit] [--resample-repeats 1] \
-        [--no-preload] [--stop-after-min 90] [--report-only]
+        [--no-preload] [--length-hint] [--stop-after-min 90] [--report-only]
 
 Problems run in sorted id order; for each, the `check` arm (fresh run before accepting a submission) and then
 the `nocheck` arm (submission accepted as written). Both hand in a cell that prints exactly one
@@ -94,18 +94,20 @@ def reask_outcomes(run_dir: Path) -> dict[str, int]:
     """Re-asked replies (temperature 0.8) in one run, and how many came back identical to the repeat."""
     trace = run_dir / "trace.jsonl"
     if not trace.is_file():
-        return {"reasked": 0, "reasked_identical": 0}
+        return {"reasked": 0, "reasked_identical": 0, "cut_at_token_limit": 0}
     llm = [s for s in map(json.loads, trace.read_text().splitlines()) if s.get("kind") == "llm"]
     same = [llm[i - 1]["attributes"].get("gen_ai.output.messages") == s["attributes"].get("gen_ai.output.messages")
             for i, s in enumerate(llm) if i and s["attributes"].get("gen_ai.request.temperature") == 0.8]
-    return {"reasked": len(same), "reasked_identical": sum(same)}
+    cut = sum(s["attributes"].get("gen_ai.response.finish_reasons") == ["length"] for s in llm)
+    return {"reasked": len(same), "reasked_identical": sum(same), "cut_at_token_limit": cut}
 
 
 def committed_rows(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Rows finished in both arms by earlier sessions with the same settings: the newest such results file."""
     same = ("max_steps", "max_wall_s", "max_tokens_per_reply", "auto_submit", "resample_repeats", "preload_imports",
-            "model_sha256")
-    off = {"auto_submit": False, "resample_repeats": 0, "preload_imports": False}  # before these settings existed
+            "length_hint", "model_sha256")
+    off = {"auto_submit": False, "resample_repeats": 0, "preload_imports": False,
+           "length_hint": False}  # before these settings existed
     for f in sorted(RESULTS.glob("local-model-cpagent-*.json"), reverse=True):
         payload = json.loads(f.read_text())
         if all(payload.get(k, off.get(k)) == meta[k] for k in same):
@@ -144,6 +146,8 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
             "replies_resampled": sum(r.get("resampled", 0) for r in rs),
             "reasked_identical_again": sum(r.get("reasked_identical", 0) for r in rs),
             "replies_cut_at_invented_tool_response": sum(r.get("cut_replies", 0) for r in rs),
+            "replies_cut_at_token_limit": sum(r.get("cut_at_token_limit", 0) for r in rs),
+            "problems_with_a_reply_cut_at_token_limit": sum(r.get("cut_at_token_limit", 0) > 0 for r in rs),
             "grades": dict(Counter(r["grade"] for r in rs)), "agent_status": dict(Counter(r["status"] for r in rs)),
             "format_errors": sum(r["format_errors"] for r in rs),
             "format_error_recovery": dict(Counter(o for r in rs for o in r["format_error_recovery"])),
@@ -167,7 +171,9 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
           f"{meta['machine']['load_avg_1m']:.1f}",
           f"- limits per problem: {meta['max_steps']} steps, {meta['max_wall_s']:g} s wall",
           f"- repeated replies re-asked at temperature 0.8: up to {meta.get('resample_repeats', 0)} times; "
-          f"kernel preloaded with json, cpmpy as cp, numpy as np: {'yes' if meta.get('preload_imports') else 'no'}",
+          f"kernel preloaded with json, cpmpy as cp, numpy as np: {'yes' if meta.get('preload_imports') else 'no'}; "
+          "a reply cut at the token limit is told so: " + ("yes" if meta.get("length_hint") else "no (the generic "
+                                                           "format error; cpagent's default since 2026-12-03 is yes)"),
           "- auto-submit: " + ("on (a cell printing exactly one solution-shaped JSON object is handed in; the `check` "
                                "arm runs it fresh first)" if meta.get("auto_submit") else "off (explicit submit only)"),
           f"- problems done (both arms): **{len(both)} of {n_total}**"
@@ -189,7 +195,11 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
            f"{summary['check']['reasked_identical_again']} of those came back identical again (the model copies its "
            "earlier reply from the context, which stays near-certain at 0.8); "
            f"{summary['check']['replies_cut_at_invented_tool_response']} replies were cut where the model began "
-           "writing a tool's answer itself.", ""]
+           "writing a tool's answer itself; "
+           f"{summary['check']['replies_cut_at_token_limit']} replies on "
+           f"{summary['check']['problems_with_a_reply_cut_at_token_limit']} problems stopped at the "
+           f"{meta['max_tokens_per_reply']}-token limit (" + ("told so" if meta.get("length_hint") else
+                                                               "answered with the generic format error") + ").", ""]
     md += ["| problem | check: grade | steps | fmt err | wall s | nocheck: grade | steps | wall s | reason (check) |",
            "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -212,6 +222,9 @@ def main() -> None:
     ap.add_argument("--no-auto-submit", action="store_true", help="only explicit submit calls hand in a program")
     ap.add_argument("--resample-repeats", type=int, default=1, help="re-ask a repeated reply at temperature 0.8")
     ap.add_argument("--no-preload", action="store_true", help="do not import json/cpmpy/numpy in the kernel first")
+    ap.add_argument("--length-hint", action="store_true",
+                    help="tell a reply cut at the token limit so (cpagent's default; off here because the "
+                         "measurement begun on 2026-12-02 ran without it)")
     ap.add_argument("--stop-after-min", type=float, default=None, help="start no new problem after this long")
     ap.add_argument("--problem", action="append", default=None)
     ap.add_argument("--report-only", action="store_true")
@@ -227,7 +240,7 @@ def main() -> None:
             else "(not the default model)", "machine": machine(), "max_steps": args.max_steps,
             "max_wall_s": args.max_wall, "max_tokens_per_reply": int(os.environ.get("TRIFORGE_LOCAL_MAX_TOKENS", "768")),
             "auto_submit": not args.no_auto_submit, "resample_repeats": args.resample_repeats,
-            "preload_imports": not args.no_preload}
+            "preload_imports": not args.no_preload, "length_hint": args.length_hint}
     earlier = {} if args.fresh else committed_rows(meta)
     started = out / "machine_at_start.json"  # the machine as the run found it, not as the report finds it
     if args.report_only and started.is_file():
@@ -251,6 +264,7 @@ def main() -> None:
                         cfg = CPAgentConfig(limits=AgentLimits(max_steps=args.max_steps, max_wall_s=args.max_wall),
                                             fresh_check=check, auto_submit=meta["auto_submit"], temperature=0.0,
                                             resample_repeats=args.resample_repeats,
+                                            explain_length_cut=args.length_hint,
                                             kernel_preamble="" if args.no_preload else PRELOAD_IMPORTS)
                         rec = solve_task(task, llm, out / arm / p.id, config=cfg)
                         print(f"[{i + 1}/{len(problems)}] {p.id} {arm}: {rec['grade']['status']} "

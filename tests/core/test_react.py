@@ -232,6 +232,45 @@ def test_a_reply_cut_by_max_tokens_keeps_its_open_fence():
     assert res.cut_replies == 0 and res.messages[2]["content"] == "```python\nx = (1 +"
 
 
+CUT_AT_LIMIT = "```python\ndata = [\n    [1, 0, 0, 0, 1],\n    [1, 0,"
+
+
+def test_a_reply_cut_at_the_token_limit_is_told_so_over_http():
+    """What the 1.5B model did on cpagent `crew` (2026-12-03): it copied a long data table into its cell,
+    llama.cpp stopped it at max_tokens (finish_reason "length") with the fence open, and the generic "no
+    tool call" message made it write the same reply again, three times, until the run ended. The model is
+    told where and why its reply stopped, and to write shorter ones."""
+    from triforge.core.config import ModelConfig
+    from triforge.core.llm import OpenAICompatLLM
+    from triforge.testing.fake_server import FakeOpenAIServer
+
+    script = [{"content": CUT_AT_LIMIT, "finish_reason": "length"}, {"content": "oops, no call"},
+              '<tool_call>{"name": "submit", "arguments": {"answer": "ok"}}</tool_call>']
+    with FakeOpenAIServer(script) as srv:
+        cfg = ModelConfig(model="fake", base_url=srv.base_url, native_tools=False, timeout_s=5)
+        from triforge.core.tools import ToolSet
+
+        agent = Agent(OpenAICompatLLM("fake", cfg), ToolSet([python_exec, submit], code_tool="python_exec"),
+                      AgentConfig(max_tokens_per_call=768))
+        res = agent.run("task")
+    assert res.output == "ok" and res.format_errors == 2
+    told = [m["content"] for m in res.messages if m["role"] == "user" and m["content"].startswith("Format error")]
+    assert "cut at the limit of 768 tokens per reply" in told[0] and "shorter" in told[0]
+    assert "cut at" not in told[1] and "no tool call" in told[1]  # a reply that simply lacks a call
+
+
+def test_the_length_cut_message_can_be_switched_off():
+    llm = ScriptedLLM([{"content": CUT_AT_LIMIT, "finish_reason": "length"}, SUBMIT_DONE], native_tools=False)
+    from triforge.core.tools import ToolSet
+
+    res = Agent(llm, ToolSet([python_exec, submit], code_tool="python_exec"),
+                AgentConfig(explain_length_cut=False)).run("task")
+    assert res.format_errors == 1 and "no tool call" in res.messages[3]["content"]
+    llm = ScriptedLLM([{"content": CUT_AT_LIMIT, "finish_reason": "length"}, SUBMIT_DONE], native_tools=False)
+    res = _code_agent(llm).run("task")
+    assert "cut at the server's token limit" in res.messages[3]["content"]
+
+
 def test_an_invented_response_right_after_an_opening_fence_is_a_format_error_that_says_why():
     """What the 1.5B model did: it opened a python fence and wrote `<tool_response name="explain_infeasible">`
     straight away. Running the empty block would waste a step; the model is told what went wrong instead."""

@@ -132,6 +132,19 @@ def test_text_protocol_round_trip(query, k, prose):
     assert c.arguments["query"] == query and c.arguments["k"] == k
 
 
+def test_a_string_argument_holding_the_closing_tag_stays_in_its_block():
+    """Found by the property above (query='</tool_call>'): the block ended at the tag inside the JSON string."""
+    one = json.dumps({"name": "search", "arguments": {"query": "</tool_call>", "k": 1}})
+    two = json.dumps({"name": "search", "arguments": {"query": "b", "k": 2}})
+    calls = TOOLS.parse(Completion(content=f"<tool_call>{one}</tool_call> and <tool_call>\n{two}\n</tool_call>"),
+                        native=False)
+    assert [(c.arguments["query"], c.arguments["k"]) for c in calls] == [("</tool_call>", 1), ("b", 2)]
+    with pytest.raises(FormatError, match="block 2 is not valid JSON"):
+        TOOLS.parse(Completion(content=f"<tool_call>{one}</tool_call><tool_call>{{oops</tool_call>"), native=False)
+    with pytest.raises(FormatError, match="not valid JSON"):  # trailing words inside the block
+        TOOLS.parse(Completion(content=f"<tool_call>{two} thanks</tool_call>"), native=False)
+
+
 @settings(max_examples=300, deadline=None)
 @given(content=st.text(max_size=300) | json_values.map(json.dumps))
 def test_any_reply_parses_or_is_a_format_error(content):

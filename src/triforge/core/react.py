@@ -47,6 +47,9 @@ class AgentConfig:
     # `resample_temperature`: at temperature 0 a small model otherwise loops on the same reply.
     resample_repeats: int = 0
     resample_temperature: float = 0.8
+    # A malformed reply that stopped at the per-reply token limit is told so (and to write shorter
+    # replies) instead of the generic "no tool call": the model cannot see where its reply was cut.
+    explain_length_cut: bool = True
 
 
 RESAMPLE_OFFSET = 1000  # sample indices of re-asked replies: sample + RESAMPLE_OFFSET * attempt
@@ -188,9 +191,7 @@ class Agent:
         except FormatError as e:
             res.format_errors += 1
             res.messages.append({"role": "assistant", "content": comp.content or ""})
-            hint = (" (Your reply was cut where you began writing a result yourself (a <tool_response> or "
-                    "```output block): results come only from the harness, after your call.)") if cut else ""
-            res.messages.append({"role": "user", "content": f"Format error: {e}{hint}"})
+            res.messages.append({"role": "user", "content": self._format_error_message(e, comp, cut)})
             return False
         msg: dict[str, Any] = {"role": "assistant", "content": comp.content or ""}
         if self.native:
@@ -199,6 +200,17 @@ class Agent:
         for call in calls:
             self._observe(res, call, self._execute(call))
         return True
+
+    def _format_error_message(self, error: FormatError, comp: Completion, cut: bool) -> str:
+        if comp.finish_reason == "length" and self.config.explain_length_cut:
+            limit = self.config.max_tokens_per_call
+            at = f"the limit of {limit} tokens per reply" if limit else "the server's token limit"
+            return (f"Format error: your reply was cut at {at} before it was complete, so nothing ran. "
+                    "Write shorter replies: split the work over several calls (the kernel keeps variables "
+                    "between calls), and do not repeat data or code that an earlier call already defined.")
+        hint = (" (Your reply was cut where you began writing a result yourself (a <tool_response> or "
+                "```output block): results come only from the harness, after your call.)") if cut else ""
+        return f"Format error: {error}{hint}"
 
     def _execute(self, call: Call) -> str:
         tracer = context.tracer()

@@ -131,6 +131,32 @@ class Call:
 
 
 _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
+_DECODER = json.JSONDecoder()
+
+
+def _call_blocks(text: str) -> list[str]:
+    """The text inside each <tool_call> block. The JSON is read whole first, so a string argument that
+    holds `</tool_call>` (code that prints the protocol, say) does not end its block early."""
+    blocks, pos = [], 0
+    while (start := text.find(_OPEN, pos)) >= 0:
+        body = start + len(_OPEN)
+        while body < len(text) and text[body].isspace():
+            body += 1
+        try:
+            end = _DECODER.raw_decode(text, body)[1]
+        except json.JSONDecodeError:
+            end = -1
+        rest = text[end:].lstrip() if end >= 0 else None
+        if rest is not None and (not rest or rest.startswith(_CLOSE)):
+            blocks.append(text[body:end])
+            pos = len(text) - len(rest) + (len(_CLOSE) if rest else 0)
+        else:  # not one JSON value: the block as written, up to its closing tag, for the error message
+            m = _BLOCK.match(text, start)
+            assert m is not None
+            blocks.append(m.group(1))
+            pos = m.end()
+    return blocks
 _FENCE = re.compile(r"^```(?:json|tool_call)?\s*(.*?)\s*```$", re.S)
 # A closed fenced block: its tag (```python, ```submit ...) and body. An unclosed one (a reply cut off
 # by its token cap) is not a call.
@@ -220,7 +246,7 @@ class ToolSet:
         if not content or not content.strip():
             return None
         text = content.strip()
-        blocks = _BLOCK.findall(text)
+        blocks = _call_blocks(text)
         if blocks and not _BLOCK.sub("", text).strip():
             pieces = blocks
         else:
@@ -252,7 +278,7 @@ class ToolSet:
                 "your reply had no tool call; call one of the tools (" + ", ".join(self.tools) + ")"
             )
         text = comp.content or ""
-        blocks = _BLOCK.findall(text)
+        blocks = _call_blocks(text)
         if not blocks:
             leaked = self.recover_leaked(text) or self.fenced_calls(text)
             if leaked:

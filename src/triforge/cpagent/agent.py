@@ -33,6 +33,7 @@ class CPAgentConfig:
     # fresh check, when that is on). For weak models that print solutions and never call submit.
     auto_submit: bool = False
     resample_repeats: int = 0  # re-ask a reply that repeats an earlier one (core.react.AgentConfig)
+    explain_length_cut: bool = True  # a reply cut at max_tokens is told so (core.react.AgentConfig)
     kernel_preamble: str = ""  # run in the kernel before the first step (e.g. PRELOAD_IMPORTS)
     cell_timeout_s: float = 60.0
     sandbox_options: dict[str, Any] = field(default_factory=dict)
@@ -256,7 +257,7 @@ def run_cpagent(
             llm,
             ToolSet(bound.tools(), code_tool="python_exec"),
             AgentConfig(system=system, limits=config.limits, temperature=config.temperature, sample=config.sample,
-                        resample_repeats=config.resample_repeats),
+                        resample_repeats=config.resample_repeats, explain_length_cut=config.explain_length_cut),
             name="cpagent",
             run_dir=run_dir,
         )

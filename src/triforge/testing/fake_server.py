@@ -8,6 +8,7 @@ of steps or a function `(request_body) -> step`. A step is a string (text reply)
   past the client's timeout), `truncated` (a 200 reply whose JSON is cut off), `leak` (the tool
   calls are written into `content` as JSON instead of `tool_calls`), `empty_choices`;
 * `delay_s`: seconds to wait before replying;
+* `finish_reason`: reported as given (`length`: a reply cut at `max_tokens`, as llama.cpp reports it);
 * `usage`: `{"input_tokens", "output_tokens"}`.
 
 A fault step consumes one request. A request past the end of a list script gets HTTP 400
@@ -117,7 +118,8 @@ def completion_body(step: dict[str, Any], model: str, request: dict[str, Any]) -
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls" if calls else "stop"}],
+        "choices": [{"index": 0, "message": msg, "finish_reason": step.get("finish_reason")
+                     or ("tool_calls" if calls else "stop")}],
         "usage": {"prompt_tokens": int(usage.get("input_tokens", _tokens(prompt))),
                   "completion_tokens": int(usage.get("output_tokens", _tokens(json.dumps(msg)))),
                   "total_tokens": 0},
