@@ -209,7 +209,9 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
                   f"{c.get('wall_s', '')} | {n.get('grade', '')} | {n.get('steps', '')} | {n.get('wall_s', '')} | "
                   f"{reason} |")
     path = RESULTS / f"local-model-cpagent-{day}.md"
-    path.write_text("\n".join(md) + "\n")
+    old = path.read_text() if path.is_file() else ""
+    notes = old[k:] if (k := old.find("\n## Notes")) >= 0 else ""  # written by hand: kept across re-reports
+    path.write_text("\n".join(md) + "\n" + notes)
     return path
 
 
