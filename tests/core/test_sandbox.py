@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -166,6 +167,24 @@ def test_kernel_dies_with_its_host_process():
         return not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
 
     assert wait_until(gone, timeout=5), "the kernel outlived the process that started it"
+
+
+def test_a_dead_kernel_is_seen_while_its_launcher_still_runs(sb):
+    """The full suite once failed the test below (2026-12-03): the kernel was gone but the process that
+    launched it had not exited yet, so the check before the cell saw a live kernel. Held stopped here,
+    the launcher cannot exit: the kernel (a zombie under it) must still count as dead."""
+    sb.execute("w = 1")
+    launcher, pid = sb._kernel.popen.pid, sb.kernel_pid
+    assert launcher != pid
+    os.kill(launcher, signal.SIGSTOP)
+    try:
+        os.kill(pid, 9)
+        assert wait_until(lambda: psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+        assert not sb._kernel.alive()
+    finally:
+        os.kill(launcher, signal.SIGCONT)
+    r = sb.execute("1 + 1")
+    assert r.restarted and not r.ok and r.result == "2" and "SIGKILL" in r.notice
 
 
 def test_kernel_killed_between_cells_is_replaced_and_reported(sb):

@@ -282,10 +282,18 @@ class KernelProcess:
                 "content": unpack(frames[3])}
 
     def alive(self) -> bool:
-        return not self._killed and self.popen is not None and self.popen.poll() is None
+        """The launcher and the kernel under it: the launcher outlives a killed kernel for a moment."""
+        if self._killed or self.popen is None or self.popen.poll() is not None:
+            return False
+        return not self.kernel_pid or _running(self.kernel_pid)
 
     def exit_description(self) -> str:
         code = self.popen.poll() if self.popen else None
+        if code is None and self.popen is not None and self.kernel_pid and not _running(self.kernel_pid):
+            try:  # the kernel is gone; its launcher exits with its status in a moment
+                code = self.popen.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                return "gone (its launcher is still running)"
         if code is None:
             return "still running"
         if code > 128:
@@ -397,3 +405,10 @@ def _wait_gone(pids: set[int], timeout: float) -> None:
                 left.discard(pid)
         if left:
             time.sleep(0.005)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
