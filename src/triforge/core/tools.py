@@ -131,6 +131,13 @@ class Call:
 
 
 _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+_FENCE = re.compile(r"^```(?:json|tool_call)?\s*(.*?)\s*```$", re.S)
+# A closed fenced block: its tag (```python, ```submit ...) and body. An unclosed one (a reply cut off
+# by its token cap) is not a call.
+_CODE_BLOCK = re.compile(r"^```[ \t]*([\w-]*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
+_PLAIN_PYTHON = ("python", "py", "python3", "ipython")
+
+
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 _DECODER = json.JSONDecoder()
 
@@ -140,28 +147,21 @@ def _call_blocks(text: str) -> list[str]:
     holds `</tool_call>` (code that prints the protocol, say) does not end its block early."""
     blocks, pos = [], 0
     while (start := text.find(_OPEN, pos)) >= 0:
-        body = start + len(_OPEN)
-        while body < len(text) and text[body].isspace():
-            body += 1
+        body = len(text) - len(text[start + len(_OPEN):].lstrip())
         try:
             end = _DECODER.raw_decode(text, body)[1]
+            rest = text[end:].lstrip()
         except json.JSONDecodeError:
-            end = -1
-        rest = text[end:].lstrip() if end >= 0 else None
+            rest = None
         if rest is not None and (not rest or rest.startswith(_CLOSE)):
             blocks.append(text[body:end])
-            pos = len(text) - len(rest) + (len(_CLOSE) if rest else 0)
+            pos = len(text) - len(rest) + len(_CLOSE)
         else:  # not one JSON value: the block as written, up to its closing tag, for the error message
             m = _BLOCK.match(text, start)
             assert m is not None
             blocks.append(m.group(1))
             pos = m.end()
     return blocks
-_FENCE = re.compile(r"^```(?:json|tool_call)?\s*(.*?)\s*```$", re.S)
-# A closed fenced block: its tag (```python, ```submit ...) and body. An unclosed one (a reply cut off
-# by its token cap) is not a call.
-_CODE_BLOCK = re.compile(r"^```[ \t]*([\w-]*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
-_PLAIN_PYTHON = ("python", "py", "python3", "ipython")
 
 
 class ToolSet:
