@@ -3,7 +3,7 @@
 Run (after `triforge local install`; not in CI, hours on 2 cores):
     .venv/bin/python benchmarks/local_model/cpagent_local.py --data ../shared/data/dcp-bench-open \
         [--out runs/local-cpagent] [--max-steps 6] [--max-wall 900] [--no-auto-submit] [--resample-repeats 1] \
-        [--no-preload] [--length-hint] [--stop-after-min 90] [--report-only]
+        [--no-preload] [--length-hint] [--cell-hints] [--stop-after-min 90] [--report-only]
 
 Problems run in sorted id order; for each, the `check` arm (fresh run before accepting a submission) and then
 the `nocheck` arm (submission accepted as written). Both hand in a cell that prints exactly one
@@ -105,9 +105,9 @@ def reask_outcomes(run_dir: Path) -> dict[str, int]:
 def committed_rows(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Rows finished in both arms by earlier sessions with the same settings: the newest such results file."""
     same = ("max_steps", "max_wall_s", "max_tokens_per_reply", "auto_submit", "resample_repeats", "preload_imports",
-            "length_hint", "model_sha256")
+            "length_hint", "cell_hints", "model_sha256")
     off = {"auto_submit": False, "resample_repeats": 0, "preload_imports": False,
-           "length_hint": False}  # before these settings existed
+           "length_hint": False, "cell_hints": False}  # before these settings existed
     for f in sorted(RESULTS.glob("local-model-cpagent-*.json"), reverse=True):
         payload = json.loads(f.read_text())
         if all(payload.get(k, off.get(k)) == meta[k] for k in same):
@@ -173,7 +173,9 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
           f"- repeated replies re-asked at temperature 0.8: up to {meta.get('resample_repeats', 0)} times; "
           f"kernel preloaded with json, cpmpy as cp, numpy as np: {'yes' if meta.get('preload_imports') else 'no'}; "
           "a reply cut at the token limit is told so: " + ("yes" if meta.get("length_hint") else "no (the generic "
-                                                           "format error; cpagent's default since 2026-12-03 is yes)"),
+                                                           "format error; cpagent's default since 2026-12-03 is yes)")
+          + "; install commands skipped and unknown `cp.X` names answered with close ones: "
+          + ("yes" if meta.get("cell_hints") else "no (cpagent's default since 2026-12-03 is yes)"),
           "- auto-submit: " + ("on (a cell printing exactly one solution-shaped JSON object is handed in; the `check` "
                                "arm runs it fresh first)" if meta.get("auto_submit") else "off (explicit submit only)"),
           f"- problems done (both arms): **{len(both)} of {n_total}**"
@@ -227,6 +229,9 @@ def main() -> None:
     ap.add_argument("--length-hint", action="store_true",
                     help="tell a reply cut at the token limit so (cpagent's default; off here because the "
                          "measurement begun on 2026-12-02 ran without it)")
+    ap.add_argument("--cell-hints", action="store_true",
+                    help="skip install commands and answer unknown `cp.X` names (cpagent's default; off here "
+                         "for the same reason)")
     ap.add_argument("--stop-after-min", type=float, default=None, help="start no new problem after this long")
     ap.add_argument("--problem", action="append", default=None)
     ap.add_argument("--report-only", action="store_true")
@@ -242,7 +247,7 @@ def main() -> None:
             else "(not the default model)", "machine": machine(), "max_steps": args.max_steps,
             "max_wall_s": args.max_wall, "max_tokens_per_reply": int(os.environ.get("TRIFORGE_LOCAL_MAX_TOKENS", "768")),
             "auto_submit": not args.no_auto_submit, "resample_repeats": args.resample_repeats,
-            "preload_imports": not args.no_preload, "length_hint": args.length_hint}
+            "preload_imports": not args.no_preload, "length_hint": args.length_hint, "cell_hints": args.cell_hints}
     earlier = {} if args.fresh else committed_rows(meta)
     started = out / "machine_at_start.json"  # the machine as the run found it, not as the report finds it
     if args.report_only and started.is_file():
@@ -266,7 +271,7 @@ def main() -> None:
                         cfg = CPAgentConfig(limits=AgentLimits(max_steps=args.max_steps, max_wall_s=args.max_wall),
                                             fresh_check=check, auto_submit=meta["auto_submit"], temperature=0.0,
                                             resample_repeats=args.resample_repeats,
-                                            explain_length_cut=args.length_hint,
+                                            explain_length_cut=args.length_hint, cell_hints=args.cell_hints,
                                             kernel_preamble="" if args.no_preload else PRELOAD_IMPORTS)
                         rec = solve_task(task, llm, out / arm / p.id, config=cfg)
                         print(f"[{i + 1}/{len(problems)}] {p.id} {arm}: {rec['grade']['status']} "

@@ -291,3 +291,24 @@ def test_report_of_a_run_without_submission_lists_no_solution_files(tmp_path):
     solve_task(TASK, llm, tmp_path / "run", config=CPAgentConfig(limits=AgentLimits(max_steps=1)))
     report = (tmp_path / "run" / "report.md").read_text()
     assert "not_submitted" in report and "solution.py" not in report and "`trace.html`" in report
+
+
+def test_install_commands_are_not_run_and_the_rest_of_the_cell_is():
+    """Seen on the main job: the 1.5B model read `cp.Eq`'s AttributeError as a broken install and spent its
+    last 9 steps on `!pip install --upgrade cpmpy`, each waiting out pip's retries without a network."""
+    cell = "!pip install --upgrade cpmpy==1.3.0\nfor i in range(1):\n    %pip install -q ortools\nprint('after')"
+    llm = ScriptedLLM([call("python_exec", code=cell), call("python_exec", code="import cpmpy as cp\ncp.Eq(1, 2)"),
+                       call("submit", code=GOOD)])
+    res, _ = run_cpagent(llm, TASK)
+    installed, missing = tool_outputs(res)[:2]
+    assert installed.startswith("[Not run: `!pip install --upgrade cpmpy==1.3.0`, `%pip install -q ortools`")
+    assert "cpmpy " in installed and installed.rstrip().endswith("after")
+    assert "Retrying" not in installed and "Requirement" not in installed
+    assert "AttributeError" in missing and "CPMpy has no `cp.Eq`" in missing and "x + y == total" in missing
+
+
+def test_cell_hints_can_be_switched_off():
+    llm = ScriptedLLM([call("python_exec", code="import cpmpy as cp\ncp.Eq(1, 2)"), call("submit", code=GOOD)])
+    res, _ = run_cpagent(llm, TASK, config=CPAgentConfig(cell_hints=False))
+    out = tool_outputs(res)[0]
+    assert "AttributeError" in out and "CPMpy has no" not in out

@@ -1,0 +1,97 @@
+"""Answers for two dead ends a weak model walks into in the kernel, so it does not spend its steps there.
+
+Seen with the local 1.5B model on the main job (2026-12-03): it called `cp.Eq`, which CPMpy does not have,
+read the AttributeError as a broken install, and spent its remaining 9 steps and about 700 s on
+`!pip install --upgrade cpmpy`, each cell waiting out pip's retries in a sandbox that has no network.
+
+- An install command (`!pip install`, `%pip install`, `!conda install`, ...) is not run: its line becomes
+  `pass`, the rest of the cell runs, and the model is told why (the packages it needs are there).
+- `module 'cpmpy' has no attribute 'X'` gets the CPMpy names closest to X, or how CPMpy spells what X
+  usually means in other modelling libraries (comparisons and logic are Python operators).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from importlib import metadata
+
+_INSTALL = re.compile(
+    r"^(?P<indent>[ \t]*)(?:[!%][ \t]*)?(?:sudo[ \t]+)?(?:python3?[ \t]+-m[ \t]+)?"
+    r"(?:pip3?|conda|mamba|micromamba|uv[ \t]+pip|apt(?:-get)?)[ \t]+install\b.*$",
+    re.MULTILINE,
+)
+_MISSING_NAME = re.compile(r"module 'cpmpy' has no attribute '(?P<name>\w+)'")
+
+# What a name from another library usually means, and how CPMpy writes it.
+_SPELLED_OTHERWISE = {
+    **dict.fromkeys(("eq", "equal", "equals", "ne", "neq", "notequal", "lt", "le", "leq", "gt", "ge", "geq",
+                     "less", "lessequal", "greater", "greaterequal"),
+                    "comparisons are Python operators on CPMpy expressions: `model += x + y == total`, "
+                    "`x != y`, `x <= 3`"),
+    **dict.fromkeys(("and_", "or_", "not_", "land", "lor", "lnot", "implies", "implication", "ifthen"),
+                    "logic is written with operators and methods: `(a) & (b)`, `(a) | (b)`, `~(a)`, "
+                    "`(a).implies(b)`, `cp.all([...])`, `cp.any([...])`"),
+    **dict.fromkeys(("minimize", "minimise", "maximize", "maximise", "objective"),
+                    "the objective is a method of the model: `model.minimize(expr)` or `model.maximize(expr)`"),
+    **dict.fromkeys(("solve", "solver", "cpsolver", "solvermodel"),
+                    "solve with `model.solve()` (or `cp.SolverLookup.get(\"ortools\", model).solve()`), then read "
+                    "`var.value()`"),
+    **dict.fromkeys(("var", "variable", "newintvar", "int_var"),
+                    "decision variables are `cp.intvar(lb, ub, shape=..., name=...)` and "
+                    "`cp.boolvar(shape=..., name=...)`"),
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _cpmpy_names() -> tuple[str, ...]:
+    import cpmpy
+
+    return tuple(n for n in dir(cpmpy) if not n.startswith("_"))
+
+
+@functools.lru_cache(maxsize=1)
+def _versions() -> str:
+    found = []
+    for dist in ("cpmpy", "ortools", "numpy"):
+        try:
+            found.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return ", ".join(found)
+
+
+def strip_installs(code: str) -> tuple[str, list[str]]:
+    """The cell with each install command replaced by `pass`, and the commands removed."""
+    removed = [m.group(0).strip() for m in _INSTALL.finditer(code)]
+    if not removed:
+        return code, []
+    return _INSTALL.sub(lambda m: f"{m.group('indent')}pass", code), removed
+
+
+def install_note(removed: list[str]) -> str:
+    shown = ", ".join(f"`{c[:80]}`" for c in removed[:3])
+    return (f"[Not run: {shown}. The harness runs no install commands (the sandbox has no network), and none "
+            f"is needed: {_versions()} are installed. An error such as `module 'cpmpy' has no attribute ...` means "
+            "that name does not exist in CPMpy; reinstalling does not change that. The rest of the cell ran.]")
+
+
+def missing_name_hint(error_value: str) -> str:
+    """For `module 'cpmpy' has no attribute 'X'`: the names it may have meant; "" for any other error."""
+    m = _MISSING_NAME.search(error_value)
+    if not m:
+        return ""
+    name = m.group("name")
+    names = _cpmpy_names()
+    lowered = {n.lower(): n for n in names}
+    close = [lowered[n] for n in difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.6)]
+    parts = [f"CPMpy has no `cp.{name}`"]
+    if (how := _SPELLED_OTHERWISE.get(name.lower())) is not None:
+        parts.append(how)
+    if close:
+        parts.append("names it does have that are close: " + ", ".join(f"`cp.{n}`" for n in close))
+    if len(parts) == 1:
+        shown = [n for n in names if n[0].isupper() or n in ("intvar", "boolvar", "sum", "min", "max", "abs")]
+        parts.append("the names it has: " + ", ".join(f"`cp.{n}`" for n in shown))
+    return "\n[" + "; ".join(parts) + ".]"

@@ -1,0 +1,51 @@
+"""Install commands taken out of a cell, and hints for names CPMpy does not have."""
+
+from __future__ import annotations
+
+import pytest
+
+from triforge.cpagent.cell_hints import install_note, missing_name_hint, strip_installs
+
+
+@pytest.mark.parametrize("line", [
+    "!pip install cpmpy", "%pip install -q cpmpy ortools", "! pip3 install --upgrade cpmpy==1.3.0",
+    "!python -m pip install cpmpy", "!conda install -y numpy", "!sudo apt-get install -y minizinc",
+    "!uv pip install cpmpy", "pip install cpmpy",
+])
+def test_install_commands_are_taken_out(line):
+    code, removed = strip_installs(f"x = 1\n{line}\nprint(x)")
+    assert removed == [line.strip()] and code == "x = 1\npass\nprint(x)"
+
+
+def test_an_indented_install_keeps_the_block_valid():
+    code, removed = strip_installs("if True:\n    !pip install cpmpy\nprint(2)")
+    assert code == "if True:\n    pass\nprint(2)" and removed == ["!pip install cpmpy"]
+
+
+@pytest.mark.parametrize("code", [
+    "print('pip install cpmpy')", "# run: pip install cpmpy", "!pip list", "!pip show cpmpy",
+    "install = 3", "x = 'conda install'",
+])
+def test_other_cells_are_left_alone(code):
+    assert strip_installs(code) == (code, [])
+
+
+def test_the_note_names_the_installed_versions():
+    note = install_note(["!pip install cpmpy"])
+    assert "`!pip install cpmpy`" in note and "cpmpy " in note and "ortools " in note
+
+
+@pytest.mark.parametrize(("name", "expect"), [
+    ("Eq", "`model += x + y == total`"), ("AllDiff", "`cp.AllDifferent`"), ("IntVar", "`cp.intvar`"),
+    ("Minimize", "`model.minimize(expr)`"), ("Implies", "`(a).implies(b)`"), ("Qwerty", "`cp.AllDifferent`"),
+])
+def test_a_missing_cpmpy_name_gets_a_hint(name, expect):
+    hint = missing_name_hint(f"module 'cpmpy' has no attribute '{name}'")
+    assert f"CPMpy has no `cp.{name}`" in hint and expect in hint
+
+
+@pytest.mark.parametrize("value", [
+    "module 'numpy' has no attribute 'Eq'", "'NDVarArray' object has no attribute 'values'", "",
+])
+def test_other_attribute_errors_get_no_hint(value):
+    assert missing_name_hint(value) == ""
