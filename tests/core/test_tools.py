@@ -145,6 +145,15 @@ def test_a_string_argument_holding_the_closing_tag_stays_in_its_block():
         TOOLS.parse(Completion(content=f"<tool_call>{two} thanks</tool_call>"), native=False)
 
 
+def test_a_leaked_call_holding_the_closing_tag_is_still_recovered():
+    """Native mode, a call leaked into content as a <tool_call> block whose string holds `</tool_call>`:
+    the whole content is that one call, not a call plus stray text."""
+    one = json.dumps({"name": "search", "arguments": {"query": "x</tool_call>y", "k": 1}})
+    [c] = TOOLS.parse(Completion(content=f"<tool_call>\n{one}\n</tool_call>"), native=True)
+    assert (c.arguments["query"], c.arguments["k"]) == ("x</tool_call>y", 1)
+    assert TOOLS.recover_leaked(f"<tool_call>{one}</tool_call> and more words") is None
+
+
 @settings(max_examples=300, deadline=None)
 @given(content=st.text(max_size=300) | json_values.map(json.dumps))
 def test_any_reply_parses_or_is_a_format_error(content):

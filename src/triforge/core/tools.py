@@ -142,10 +142,10 @@ _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 _DECODER = json.JSONDecoder()
 
 
-def _call_blocks(text: str) -> list[str]:
-    """The text inside each <tool_call> block. The JSON is read whole first, so a string argument that
-    holds `</tool_call>` (code that prints the protocol, say) does not end its block early."""
-    blocks, pos = [], 0
+def _block_spans(text: str) -> list[tuple[int, int, str]]:
+    """Each <tool_call> block as (start, end, the text inside it). The JSON is read whole first, so a string
+    argument that holds `</tool_call>` (code that prints the protocol, say) does not end its block early."""
+    spans, pos = [], 0
     while (start := text.find(_OPEN, pos)) >= 0:
         body = len(text) - len(text[start + len(_OPEN):].lstrip())
         try:
@@ -154,14 +154,27 @@ def _call_blocks(text: str) -> list[str]:
         except json.JSONDecodeError:
             rest = None
         if rest is not None and (not rest or rest.startswith(_CLOSE)):
-            blocks.append(text[body:end])
-            pos = len(text) - len(rest) + len(_CLOSE)
+            pos = len(text) - len(rest) + (len(_CLOSE) if rest else 0)
+            spans.append((start, pos, text[body:end]))
         else:  # not one JSON value: the block as written, up to its closing tag, for the error message
             m = _BLOCK.match(text, start)
             assert m is not None
-            blocks.append(m.group(1))
             pos = m.end()
-    return blocks
+            spans.append((start, pos, m.group(1)))
+    return spans
+
+
+def _call_blocks(text: str) -> list[str]:
+    return [body for _, _, body in _block_spans(text)]
+
+
+def _without_blocks(text: str) -> str:
+    """The text outside every <tool_call> block."""
+    kept, pos = [], 0
+    for start, end, _ in _block_spans(text):
+        kept.append(text[pos:start])
+        pos = end
+    return "".join(kept) + text[pos:]
 
 
 class ToolSet:
@@ -247,7 +260,7 @@ class ToolSet:
             return None
         text = content.strip()
         blocks = _call_blocks(text)
-        if blocks and not _BLOCK.sub("", text).strip():
+        if blocks and not _without_blocks(text).strip():
             pieces = blocks
         else:
             m = _FENCE.match(text)
@@ -297,7 +310,7 @@ class ToolSet:
             try:
                 objs.append(json.loads(b))
             except json.JSONDecodeError as e:
-                if fenced := self.fenced_calls(_BLOCK.sub("", text)):
+                if fenced := self.fenced_calls(_without_blocks(text)):
                     return fenced  # a broken JSON call beside a code block: the code block is the call
                 raise FormatError(f"tool call block {i + 1} is not valid JSON ({e.msg} at char {e.pos})") from None
         return self._from_objects(objs, "text_")
