@@ -307,6 +307,14 @@ def test_install_commands_are_not_run_and_the_rest_of_the_cell_is():
     assert "AttributeError" in missing and "CPMpy has no `cp.Eq`" in missing and "x + y == total" in missing
 
 
+def test_an_if_on_a_decision_variable_is_answered_with_the_constraint_forms():
+    cell = "import cpmpy as cp\nx = cp.intvar(0, 3, name='x')\nif x > 1:\n    print('big')"
+    llm = ScriptedLLM([call("python_exec", code=cell), call("submit", code=GOOD)])
+    res, _ = run_cpagent(llm, TASK)
+    out = tool_outputs(res)[0]
+    assert "ValueError" in out and "__bool__" in out and "`cp.IfThenElse(cond, a, b)`" in out
+
+
 def test_cell_hints_can_be_switched_off():
     llm = ScriptedLLM([call("python_exec", code="import cpmpy as cp\ncp.Eq(1, 2)"), call("submit", code=GOOD)])
     res, _ = run_cpagent(llm, TASK, config=CPAgentConfig(cell_hints=False))

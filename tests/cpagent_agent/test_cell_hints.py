@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from triforge.cpagent.cell_hints import install_note, missing_name_hint, strip_installs
+from triforge.cpagent.cell_hints import error_hint, install_note, missing_name_hint, strip_installs
 
 
 @pytest.mark.parametrize("line", [
@@ -38,6 +38,7 @@ def test_the_note_names_the_installed_versions():
 @pytest.mark.parametrize(("name", "expect"), [
     ("Eq", "`model += x + y == total`"), ("AllDiff", "`cp.AllDifferent`"), ("IntVar", "`cp.intvar`"),
     ("Minimize", "`model.minimize(expr)`"), ("Implies", "`(a).implies(b)`"), ("Qwerty", "`cp.AllDifferent`"),
+    ("Sum", "`cp.sum`"), ("Variable", "`cp.intvar(lb, ub"), ("Add", "`model += ...`"), ("prod", "`x * y`"),
 ])
 def test_a_missing_cpmpy_name_gets_a_hint(name, expect):
     hint = missing_name_hint(f"module 'cpmpy' has no attribute '{name}'")
@@ -49,3 +50,17 @@ def test_a_missing_cpmpy_name_gets_a_hint(name, expect):
 ])
 def test_other_attribute_errors_get_no_hint(value):
     assert missing_name_hint(value) == ""
+
+
+def test_a_meaning_hint_drops_close_names_of_other_meanings():
+    """`cp.Equal` is not `cp.AllEqual`, and `cp.Variable` is not `cp.Table`: difflib's nearest names mislead."""
+    assert "AllEqual" not in missing_name_hint("module 'cpmpy' has no attribute 'Equal'")
+    assert "Table" not in missing_name_hint("module 'cpmpy' has no attribute 'Variable'")
+
+
+def test_an_if_on_an_expression_gets_the_constraint_forms():
+    value = "__bool__ should not be called on a CPMPy expression x[0] != 0 as it will always return True"
+    hint = error_hint("ValueError", value)
+    assert "`cp.IfThenElse(cond, a, b)`" in hint and ".implies(" in hint
+    assert error_hint("ValueError", "negative dimensions are not allowed") == ""
+    assert error_hint("NameError", "name 'model' is not defined") == ""

@@ -18,7 +18,7 @@ from triforge.core.proc import ProcResult
 from triforge.core.react import Agent, AgentConfig, AgentLimits, AgentResult
 from triforge.core.sandbox import ExecResult, KernelSandbox
 from triforge.core.tools import Tool, ToolSet, tool
-from triforge.cpagent.cell_hints import install_note, missing_name_hint, strip_installs
+from triforge.cpagent.cell_hints import error_hint, install_note, strip_installs
 from triforge.cpagent.kernel_tools import explain_code, prove_code
 from triforge.cpagent.output import OutputError, key_errors, parse_solution
 from triforge.cpagent.sandbox import Limits, run_python
@@ -35,7 +35,7 @@ class CPAgentConfig:
     auto_submit: bool = False
     resample_repeats: int = 0  # re-ask a reply that repeats an earlier one (core.react.AgentConfig)
     explain_length_cut: bool = True  # a reply cut at max_tokens is told so (core.react.AgentConfig)
-    cell_hints: bool = True  # install commands are not run; unknown `cp.X` names get close ones (cell_hints)
+    cell_hints: bool = True  # install commands not run; hints for unknown `cp.X` and `if` on expressions (cell_hints)
     kernel_preamble: str = ""  # run in the kernel before the first step (e.g. PRELOAD_IMPORTS)
     cell_timeout_s: float = 60.0
     sandbox_options: dict[str, Any] = field(default_factory=dict)
@@ -202,8 +202,8 @@ class CPAgentTools:
             res, text = self.execute(ran, cfg.cell_timeout_s)
             if removed:
                 text = install_note(removed) + "\n" + text
-            if cfg.cell_hints and res.error is not None and res.error.name == "AttributeError":
-                text += missing_name_hint(res.error.value)
+            if cfg.cell_hints and res.error is not None:
+                text += error_hint(res.error.name, res.error.value)
             result = self.note_repeat(code, text)
             if cfg.auto_submit and self.solution_shaped(res):
                 return result + self.hand_in(code, auto=True)
