@@ -64,3 +64,10 @@ def test_an_if_on_an_expression_gets_the_constraint_forms():
     assert "`cp.IfThenElse(cond, a, b)`" in hint and ".implies(" in hint
     assert error_hint("ValueError", "negative dimensions are not allowed") == ""
     assert error_hint("NameError", "name 'model' is not defined") == ""
+
+
+def test_value_of_a_method_points_at_objective_value():
+    """Seen on `candies`: `int(model.objective.value())`."""
+    hint = error_hint("AttributeError", "'function' object has no attribute 'value'")
+    assert "`model.objective_value()`" in hint
+    assert error_hint("AttributeError", "'int' object has no attribute 'get_bounds'") == ""

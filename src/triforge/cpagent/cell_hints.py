@@ -88,6 +88,9 @@ def install_note(removed: list[str]) -> str:
 
 def error_hint(error_name: str, error_value: str) -> str:
     """A hint to append to a cell's error, or "" when there is none for it."""
+    if error_name == "AttributeError" and error_value == "'function' object has no attribute 'value'":
+        return ("\n[That `.value` was asked of a method (`model.objective`, say), not of a variable. After "
+                "`model.solve()`, the objective's value is `model.objective_value()`, a variable's `x.value()`.]")
     if error_name == "AttributeError":
         return missing_name_hint(error_value)
     if error_name == "ValueError" and _TRUTH_VALUE in error_value:
