@@ -174,7 +174,7 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
           f"kernel preloaded with json, cpmpy as cp, numpy as np: {'yes' if meta.get('preload_imports') else 'no'}; "
           "a reply cut at the token limit is told so: " + ("yes" if meta.get("length_hint") else "no (the generic "
                                                            "format error; cpagent's default since 2026-12-03 is yes)")
-          + "; install commands skipped and unknown `cp.X` names answered with close ones: "
+          + "; cell hints (install commands not run, hints after common CPMpy errors): "
           + ("yes" if meta.get("cell_hints") else "no (cpagent's default since 2026-12-03 is yes)"),
           "- auto-submit: " + ("on (a cell printing exactly one solution-shaped JSON object is handed in; the `check` "
                                "arm runs it fresh first)" if meta.get("auto_submit") else "off (explicit submit only)"),

@@ -9,8 +9,9 @@ read the AttributeError as a broken install, and spent its remaining 9 steps and
 - `module 'cpmpy' has no attribute 'X'` gets how CPMpy writes what X usually means in other modelling
   libraries (comparisons and logic are Python operators), or else the CPMpy names closest to X.
 - CPMpy's `__bool__ should not be called on a CPMPy expression` (a Python `if`, `and`, `or`, `not`, `max` or
-  `any` applied to a decision-variable expression) gets the CPMpy forms of those. The two were the most common
-  errors in the first 49 problems of the 101-problem measurement (10 and 9 problems).
+  `any` applied to a decision-variable expression) gets the CPMpy forms of those. In the first 66 problems of
+  the 101-problem measurement (made without these hints) the model hit the first on 11 problems, the second
+  on 5.
 """
 
 from __future__ import annotations
