@@ -36,7 +36,7 @@ def test_the_note_names_the_installed_versions():
 
 
 @pytest.mark.parametrize(("name", "expect"), [
-    ("Eq", "`model += x + y == total`"), ("AllDiff", "`cp.AllDifferent`"), ("IntVar", "`cp.intvar`"),
+    ("Eq", "write `cp.Eq(a, b)` as `a == b`"), ("NotEqual", "`a != b`"), ("Ge", "`a >= b`"), ("AllDiff", "`cp.AllDifferent`"), ("IntVar", "`cp.intvar`"),
     ("Minimize", "`model.minimize(expr)`"), ("Implies", "`(a).implies(b)`"), ("Qwerty", "`cp.AllDifferent`"),
     ("Sum", "`cp.sum`"), ("Variable", "`cp.intvar(lb, ub"), ("Add", "`model += ...`"), ("prod", "`x * y`"),
 ])

@@ -54,6 +54,13 @@ _SPELLED_OTHERWISE = {
 }
 
 
+_OPERATORS = {
+    **dict.fromkeys(("eq", "equal", "equals"), "=="), **dict.fromkeys(("ne", "neq", "notequal"), "!="),
+    **dict.fromkeys(("lt", "less"), "<"), **dict.fromkeys(("le", "leq", "lessequal"), "<="),
+    **dict.fromkeys(("gt", "greater"), ">"), **dict.fromkeys(("ge", "geq", "greaterequal"), ">="),
+}
+
+
 @functools.lru_cache(maxsize=1)
 def _cpmpy_names() -> tuple[str, ...]:
     import cpmpy
@@ -112,6 +119,8 @@ def missing_name_hint(error_value: str) -> str:
     lowered = {n.lower(): n for n in names}
     close = [lowered[n] for n in difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.6)]
     parts = [f"CPMpy has no `cp.{name}`"]
+    if (op := _OPERATORS.get(name.lower())) is not None:
+        parts.append(f"write `cp.{name}(a, b)` as `a {op} b`")
     if (how := _SPELLED_OTHERWISE.get(name.lower())) is not None:
         parts.append(how)
         close = [n for n in close if n.lower() == name.lower()]  # near spellings of another meaning mislead
