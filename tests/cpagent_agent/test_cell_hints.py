@@ -36,7 +36,7 @@ def test_the_note_names_the_installed_versions():
 
 
 @pytest.mark.parametrize(("name", "expect"), [
-    ("Eq", "write `cp.Eq(a, b)` as `a == b`"), ("NotEqual", "`a != b`"), ("Ge", "`a >= b`"), ("AllDiff", "`cp.AllDifferent`"), ("IntVar", "`cp.intvar`"),
+    ("Eq", "write `cp.Eq(a, b)` as `a == b`"), ("NotEqual", "`a != b`"), ("Ge", "`a >= b`"), ("AllDiff", "`cp.AllDifferent`"), ("IntVar", "write `cp.intvar`: names are case-sensitive"),
     ("Minimize", "`model.minimize(expr)`"), ("Implies", "`(a).implies(b)`"), ("Qwerty", "`cp.AllDifferent`"),
     ("Sum", "`cp.sum`"), ("Variable", "`cp.intvar(lb, ub"), ("Add", "`model += ...`"), ("prod", "`x * y`"),
 ])
@@ -71,3 +71,9 @@ def test_value_of_a_method_points_at_objective_value():
     hint = error_hint("AttributeError", "'function' object has no attribute 'value'")
     assert "`model.objective_value()`" in hint
     assert error_hint("AttributeError", "'int' object has no attribute 'get_bounds'") == ""
+
+
+def test_a_name_that_differs_only_in_case_gets_just_that_name():
+    """Seen on the main job: told "close: `cp.intvar`, `cp.Inverse`", the model kept `cp.IntVar`."""
+    hint = missing_name_hint("module 'cpmpy' has no attribute 'IntVar'")
+    assert "`cp.intvar`" in hint and "Inverse" not in hint

@@ -124,7 +124,9 @@ def missing_name_hint(error_value: str) -> str:
     if (how := _SPELLED_OTHERWISE.get(name.lower())) is not None:
         parts.append(how)
         close = [n for n in close if n.lower() == name.lower()]  # near spellings of another meaning mislead
-    if close:
+    if same_but_case := [n for n in close if n.lower() == name.lower()]:
+        parts.append(f"write `cp.{same_but_case[0]}`: names are case-sensitive")
+    elif close:
         parts.append("names it does have that are close: " + ", ".join(f"`cp.{n}`" for n in close))
     if len(parts) == 1:
         shown = [n for n in names if n[0].isupper() or n in ("intvar", "boolvar", "sum", "min", "max", "abs")]
