@@ -178,6 +178,9 @@ def test_a_dead_kernel_is_seen_while_its_launcher_still_runs(sb):
     assert launcher != pid
     os.kill(launcher, signal.SIGSTOP)
     try:
+        # SIGSTOP takes effect when the launcher next runs: kill the kernel before that and the launcher
+        # may still reap it (the suite failed so once under load, 2026-12-03 18:58)
+        assert wait_until(lambda: psutil.Process(launcher).status() == psutil.STATUS_STOPPED)
         os.kill(pid, 9)
         assert wait_until(lambda: psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
         assert not sb._kernel.alive()
