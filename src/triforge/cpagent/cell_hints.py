@@ -1,4 +1,4 @@
-"""Answers for two dead ends a weak model walks into in the kernel, so it does not spend its steps there.
+"""Answers for dead ends a weak model walks into in the kernel, so it does not spend its steps there.
 
 Seen with the local 1.5B model on the main job (2026-12-03): it called `cp.Eq`, which CPMpy does not have,
 read the AttributeError as a broken install, and spent its remaining 9 steps and about 700 s on
@@ -28,11 +28,14 @@ _INSTALL = re.compile(
 )
 _MISSING_NAME = re.compile(r"module 'cpmpy' has no attribute '(?P<name>\w+)'")
 _TRUTH_VALUE = "__bool__ should not be called on a CPMPy expression"
-
+_OPERATORS = {
+    **dict.fromkeys(("eq", "equal", "equals"), "=="), **dict.fromkeys(("ne", "neq", "notequal"), "!="),
+    **dict.fromkeys(("lt", "less"), "<"), **dict.fromkeys(("le", "leq", "lessequal"), "<="),
+    **dict.fromkeys(("gt", "greater"), ">"), **dict.fromkeys(("ge", "geq", "greaterequal"), ">="),
+}
 # What a name from another library usually means, and how CPMpy writes it.
 _SPELLED_OTHERWISE = {
-    **dict.fromkeys(("eq", "equal", "equals", "ne", "neq", "notequal", "lt", "le", "leq", "gt", "ge", "geq",
-                     "less", "lessequal", "greater", "greaterequal"),
+    **dict.fromkeys(_OPERATORS,
                     "comparisons are Python operators on CPMpy expressions: `model += x + y == total`, "
                     "`x != y`, `x <= 3`"),
     **dict.fromkeys(("and_", "or_", "not_", "land", "lor", "lnot", "implies", "implication", "ifthen"),
@@ -51,13 +54,6 @@ _SPELLED_OTHERWISE = {
     **dict.fromkeys(("var", "variable", "newintvar", "int_var", "newboolvar"),
                     "decision variables are `cp.intvar(lb, ub, shape=..., name=...)` and "
                     "`cp.boolvar(shape=..., name=...)`"),
-}
-
-
-_OPERATORS = {
-    **dict.fromkeys(("eq", "equal", "equals"), "=="), **dict.fromkeys(("ne", "neq", "notequal"), "!="),
-    **dict.fromkeys(("lt", "less"), "<"), **dict.fromkeys(("le", "leq", "lessequal"), "<="),
-    **dict.fromkeys(("gt", "greater"), ">"), **dict.fromkeys(("ge", "geq", "greaterequal"), ">="),
 }
 
 
@@ -89,8 +85,8 @@ def strip_installs(code: str) -> tuple[str, list[str]]:
 
 def install_note(removed: list[str]) -> str:
     shown = ", ".join(f"`{c[:80]}`" for c in removed[:3])
-    return (f"[Not run: {shown}. The harness runs no install commands (the sandbox has no network), and none "
-            f"is needed: {_versions()} are installed. An error such as `module 'cpmpy' has no attribute ...` means "
+    return (f"[Not run: {shown}. The harness runs no install commands, and none is needed: "
+            f"{_versions()} are installed. An error such as `module 'cpmpy' has no attribute ...` means "
             "that name does not exist in CPMpy; reinstalling does not change that. The rest of the cell ran.]")
 
 
@@ -123,10 +119,9 @@ def missing_name_hint(error_value: str) -> str:
         parts.append(f"write `cp.{name}(a, b)` as `a {op} b`")
     if (how := _SPELLED_OTHERWISE.get(name.lower())) is not None:
         parts.append(how)
-        close = [n for n in close if n.lower() == name.lower()]  # near spellings of another meaning mislead
-    if same_but_case := [n for n in close if n.lower() == name.lower()]:
-        parts.append(f"write `cp.{same_but_case[0]}`: names are case-sensitive")
-    elif close:
+    if (same := lowered.get(name.lower())) is not None:
+        parts.append(f"write `cp.{same}`: names are case-sensitive")
+    elif close and how is None:  # near spellings of another meaning mislead (`Equal` is not `AllEqual`)
         parts.append("names it does have that are close: " + ", ".join(f"`cp.{n}`" for n in close))
     if len(parts) == 1:
         shown = [n for n in names if n[0].isupper() or n in ("intvar", "boolvar", "sum", "min", "max", "abs")]
