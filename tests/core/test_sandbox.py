@@ -174,18 +174,21 @@ def test_a_dead_kernel_is_seen_while_its_launcher_still_runs(sb):
     launched it had not exited yet, so the check before the cell saw a live kernel. Held stopped here,
     the launcher cannot exit: the kernel (a zombie under it) must still count as dead."""
     sb.execute("w = 1")
-    launcher, pid = sb._kernel.popen.pid, sb.kernel_pid
-    assert launcher != pid
-    os.kill(launcher, signal.SIGSTOP)
+    pid = sb.kernel_pid
+    # the process that reaps the kernel: the launcher itself, or under a PID namespace the launcher's PID 1
+    # (CI has one, this machine not: stopping `unshare` there left the reaper free to reap the kernel)
+    reaper = psutil.Process(pid).ppid()
+    assert reaper != pid
+    os.kill(reaper, signal.SIGSTOP)
     try:
-        # SIGSTOP takes effect when the launcher next runs: kill the kernel before that and the launcher
-        # may still reap it (the suite failed so once under load, 2026-12-03 18:58)
-        assert wait_until(lambda: psutil.Process(launcher).status() == psutil.STATUS_STOPPED)
+        # SIGSTOP takes effect when the reaper next runs: kill the kernel before that and it may still reap it
+        assert wait_until(lambda: psutil.Process(reaper).status() == psutil.STATUS_STOPPED)
         os.kill(pid, 9)
         assert wait_until(lambda: psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+        assert sb._kernel.popen.poll() is None, "the launcher must still be running for this test to mean anything"
         assert not sb._kernel.alive()
     finally:
-        os.kill(launcher, signal.SIGCONT)
+        os.kill(reaper, signal.SIGCONT)
     r = sb.execute("1 + 1")
     assert r.restarted and not r.ok and r.result == "2" and "SIGKILL" in r.notice
 

@@ -315,7 +315,10 @@ def stop_group(pid: int, grace_s: float = 5.0, proc: subprocess.Popen[bytes] | N
     except (ProcessLookupError, PermissionError):
         pass
     if proc is not None:
-        proc.wait()
+        try:  # a process in uninterruptible sleep may outlast SIGKILL for a while: never hang an exit on it
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def _group_alive(pgid: int) -> bool:
