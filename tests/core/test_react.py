@@ -159,6 +159,45 @@ def test_repeats_are_left_alone_by_default():
     assert [m["content"] for m in res.messages if m["role"] == "tool"] == ["3", "3"]
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_a_call_sent_a_third_time_is_taken_out_of_the_context_not_run(native):
+    same, other = call("add", a=1, b=2), call("add", a=5, b=5)
+    if not native:
+        same = '<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>'
+        other = '<tool_call>{"name": "add", "arguments": {"b": 5, "a": 5}}</tool_call>'
+    seen_at_forget: list[list[dict]] = []
+
+    def after_forget(msgs, tools):
+        seen_at_forget.append(list(msgs))
+        return other
+
+    llm = ScriptedLLM([same, other, same, same, after_forget, same, call("submit", answer="x")] if native else
+                      [same, other, same, same, after_forget, same, '<tool_call>{"name": "submit", "arguments": '
+                       '{"answer": "x"}}</tool_call>'], native_tools=native)
+    res = Agent(llm, [add, submit], AgentConfig(forget_repeats=True)).run("task")
+    assert res.submitted and res.forgotten == 2 and res.summary()["forgotten"] == 2
+    results = [m["content"] for m in res.messages if m["role"] == "tool" or "<tool_response" in m["content"]]
+    # `same` ran twice and its exchanges left at its third send (and its fourth); both of `other`'s stayed
+    assert len(results) == 2 and all("10" in r for r in results)
+    ctx = seen_at_forget[0]
+    assert all("'a': 1" not in json.dumps(m) and '"a": 1' not in json.dumps(m) for m in ctx), \
+        "the forgotten call's exchanges must leave the context"
+    note = ctx[-1]
+    assert note["role"] == "user" and "sent the same call 3 times" in note["content"]
+    assert "ended with: 3" in note["content"] and "not run again" in note["content"]
+    notes = [m["content"] for m in res.messages if m["role"] == "user" and "sent the same call" in m["content"]]
+    assert len(notes) == 2 and "4 times" in notes[1] and "ended with: 3" in notes[1]
+    assert res.steps == 7
+    llm.assert_done()
+
+
+def test_repeats_stay_in_the_context_by_default():
+    same = call("add", a=1, b=2)
+    _, res = run([same, same, same, call("submit", answer="3")])
+    assert res.submitted and res.forgotten == 0
+    assert [m["content"] for m in res.messages if m["role"] == "tool"] == ["3", "3", "3"]
+
+
 SUBMIT_DONE = '<tool_call>{"name": "submit", "arguments": {"answer": "done"}}</tool_call>'
 INVENTED = ("Let me run it.\n```python\nprint(1 + 2)\n<tool_response name=\"python_exec\">\n3\n</tool_response>\n"
             "Great, the answer is 3.\n<tool_call>\n{\"name\": \"submit\", \"arguments\": {\"answer\": \"3\"}}\n</tool_call>")

@@ -186,6 +186,23 @@ def test_repeating_a_failing_cell_is_flagged():
     assert not third.startswith("[Same code")
 
 
+def test_with_forget_repeats_a_cell_sent_a_third_time_is_not_run_and_leaves_the_context(tmp_path):
+    bump = "n = globals().get('n', 0) + 1\nprint('run', n)\nraise ValueError('still wrong')"
+    llm = ScriptedLLM([call("python_exec", code=bump), call("python_exec", code=bump + "\n"),
+                       call("python_exec", code=bump),
+                       lambda msgs, tools: call("python_exec", code="print('n is', n)"), call("submit", code=GOOD)])
+    rec = solve_task(TASK, llm, tmp_path / "run", config=CPAgentConfig(forget_repeats=True))
+    assert rec["status"] == "submitted" and rec["forgotten"] == 1
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["forget_repeats"] is True
+    context = llm.requests[3]["messages"]
+    assert not any("still wrong" in json.dumps(m) and m["role"] != "user" for m in context[2:])
+    assert context[-1]["role"] == "user" and "sent the same call 3 times" in context[-1]["content"]
+    assert "ValueError: still wrong" in context[-1]["content"]
+    traj = json.loads((tmp_path / "run" / "cpagent.trajectory.json").read_text())["messages"]
+    assert "n is 2" in json.dumps(traj), "the third send must not have run"
+    llm.assert_done()
+
+
 def test_rerun_with_a_different_result_is_not_flagged():
     llm = ScriptedLLM([call("python_exec", code="n = 0"), call("python_exec", code="n += 1; print(n)"),
                        call("python_exec", code="n += 1; print(n)"), call("submit", code=GOOD)])

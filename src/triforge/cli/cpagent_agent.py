@@ -29,6 +29,9 @@ AutoSubmitOpt = typer.Option(
 ResampleOpt = typer.Option(
     0, "--resample-repeats", min=0,
     help="Re-ask a reply identical to an earlier one, up to N times, at temperature 0.8 (small models loop).")
+ForgetOpt = typer.Option(
+    False, "--forget-repeats",
+    help="A call sent a third time unchanged is not run; its earlier exchanges leave the context (small models copy).")
 PreloadOpt = typer.Option(
     False, "--preload-imports", help="Import json, cpmpy as cp and numpy as np in the kernel before the first step.")
 CacheOpt = typer.Option(None, "--cache", help="Response cache: off, rw or replay (default: triforge.toml's `cache`).")
@@ -36,13 +39,13 @@ CacheOpt = typer.Option(None, "--cache", help="Response cache: off, rw or replay
 
 def _config(max_steps: int, max_tokens: int | None, max_cost: float | None, max_wall: float | None,
             project_prompt: Path | None, fresh_check: bool, auto_submit: bool = False, resample: int = 0,
-            preload: bool = False) -> CPAgentConfig:
+            preload: bool = False, forget: bool = False) -> CPAgentConfig:
     if project_prompt is not None and not project_prompt.is_file():
         raise UserError(f"project prompt {project_prompt} not found")
     return CPAgentConfig(
         limits=AgentLimits(max_steps=max_steps, max_tokens=max_tokens, max_cost_usd=max_cost, max_wall_s=max_wall),
         project_prompt=project_prompt, fresh_check=fresh_check, auto_submit=auto_submit, resample_repeats=resample,
-        kernel_preamble=PRELOAD_IMPORTS if preload else "")
+        forget_repeats=forget, kernel_preamble=PRELOAD_IMPORTS if preload else "")
 
 
 @contextlib.contextmanager
@@ -86,6 +89,7 @@ def solve(
     no_fresh_check: bool = typer.Option(False, "--no-fresh-check", help="Accept submissions unchecked (ablation)."),
     auto_submit: bool = AutoSubmitOpt,
     resample: int = ResampleOpt,
+    forget: bool = ForgetOpt,
     preload: bool = PreloadOpt,
     cache: str = CacheOpt,
 ) -> None:
@@ -96,7 +100,7 @@ def solve(
         raise UserError("--data needs --problem ID (or use `cpagent bench` for many problems)")
     [task] = _tasks(data, [problem] if problem else None, file)
     config = _config(max_steps, max_tokens, max_cost, max_wall, project_prompt, not no_fresh_check,
-                     auto_submit, resample, preload)
+                     auto_submit, resample, preload, forget)
     with _llm(model, base_url, api_key_env, cache) as llm:
         console.print(f"cpagent on [bold]{task.id}[/] with model [bold]{llm.alias}[/] ({llm.config.model})")
         rec = solve_task(task, llm, out, config=config)
@@ -129,6 +133,7 @@ def bench(
     no_fresh_check: bool = typer.Option(False, "--no-fresh-check", help="Accept submissions unchecked (ablation)."),
     auto_submit: bool = AutoSubmitOpt,
     resample: int = ResampleOpt,
+    forget: bool = ForgetOpt,
     preload: bool = PreloadOpt,
     cache: str = CacheOpt,
 ) -> None:
@@ -137,7 +142,7 @@ def bench(
 
     tasks = _tasks(data, problems, None)
     config = _config(max_steps, max_tokens, max_cost, max_wall, project_prompt, not no_fresh_check,
-                     auto_submit, resample, preload)
+                     auto_submit, resample, preload, forget)
     budget = Budget(BudgetLimits(max_usd=budget_usd)) if budget_usd else None
     with _llm(model, base_url, api_key_env, cache) as llm, Progress(
         TextColumn("[bold]cpagent bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,10 @@ class AgentConfig:
     # A malformed reply that stopped at the per-reply token limit is told so (and to write shorter
     # replies) instead of the generic "no tool call": the model cannot see where its reply was cut.
     explain_length_cut: bool = True
+    # A call sent a third time, unchanged, is not run: every earlier exchange that sent it leaves the context,
+    # replaced by one note with the result it gave. A small model copies code it can still see (measured in
+    # benchmarks/results/local-model-repeat-replay-*.json).
+    forget_repeats: bool = False
 
 
 RESAMPLE_OFFSET = 1000  # sample indices of re-asked replies: sample + RESAMPLE_OFFSET * attempt
@@ -70,6 +75,7 @@ class AgentResult:
     wall_s: float = 0.0
     format_errors: int = 0
     resampled: int = 0  # replies asked for again because they repeated an earlier reply
+    forgotten: int = 0  # calls sent a third time and taken out of the context instead (forget_repeats)
     cut_replies: int = 0  # text-protocol replies that went on to write a tool response themselves
     messages: list[dict[str, Any]] = field(default_factory=list)
 
@@ -82,7 +88,7 @@ class AgentResult:
             "status": self.status, "message": self.message, "steps": self.steps,
             "input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens,
             "cost_usd": self.cost_usd, "wall_s": round(self.wall_s, 3), "format_errors": self.format_errors,
-            "resampled": self.resampled, "cut_replies": self.cut_replies,
+            "resampled": self.resampled, "forgotten": self.forgotten, "cut_replies": self.cut_replies,
         }
 
 
@@ -114,6 +120,9 @@ class Agent:
         t0 = time.monotonic()
         consecutive_format_errors = 0
         seen: set[str] = set()  # the replies so far, for resampling repeats
+        self._sent: dict[int, str] = {}  # id of each assistant message in the context -> the calls it sent
+        self._sends: Counter[str] = Counter()  # the calls -> how often the model sent them
+        self._last_result: dict[str, str] = {}  # the calls -> what they returned the last time they ran
         tracer = context.tracer()
         with agent_scope(self.name):
             try:
@@ -193,13 +202,35 @@ class Agent:
             res.messages.append({"role": "assistant", "content": comp.content or ""})
             res.messages.append({"role": "user", "content": self._format_error_message(e, comp, cut)})
             return False
+        key = _calls_key(calls)
+        self._sends[key] += 1
+        if self.config.forget_repeats and self._sends[key] >= 3:
+            self._forget(res, key)
+            return True
         msg: dict[str, Any] = {"role": "assistant", "content": comp.content or ""}
+        self._sent[id(msg)] = key
         if self.native:
             msg["tool_calls"] = [tc.as_message_part() for tc in tool_calls_for(calls)]
         res.messages.append(msg)
+        results = []
         for call in calls:
-            self._observe(res, call, self._execute(call))
+            results.append(self._execute(call))
+            self._observe(res, call, results[-1])
+        self._last_result[key] = "\n".join(results)
         return True
+
+    def _forget(self, res: AgentResult, key: str) -> None:
+        """Take every exchange that sent the calls `key` out of the context; one note says what they gave."""
+        kept: list[dict[str, Any]] = []
+        dropping = False
+        for m in res.messages:
+            if m["role"] == "assistant":
+                dropping = self._sent.get(id(m)) == key
+            if not dropping:
+                kept.append(m)
+        res.messages[:] = kept
+        res.forgotten += 1
+        res.messages.append({"role": "user", "content": forget_note(self._sends[key], self._last_result.get(key, ""))})
 
     def _format_error_message(self, error: FormatError, comp: Completion, cut: bool) -> str:
         if comp.finish_reason == "length" and self.config.explain_length_cut:
@@ -252,6 +283,20 @@ class Agent:
         tmp.write_text(json.dumps({"summary": res.summary(), "messages": res.messages}, indent=1,
                                   ensure_ascii=False, default=str))
         tmp.replace(path)
+
+
+def _calls_key(calls: list[Call]) -> str:
+    """What makes two replies send the same calls (surrounding whitespace in string arguments aside)."""
+    return json.dumps([(c.tool.name, {k: v.strip() if isinstance(v, str) else v for k, v in c.arguments.items()})
+                       for c in calls], sort_keys=True, default=str)
+
+
+def forget_note(times: int, result: str) -> str:
+    """What the model reads instead of a call it sent `times` times (see AgentConfig.forget_repeats)."""
+    lines = [x for x in result.replace("</tool_response>", "").splitlines() if x.strip()]
+    return (f"[You sent the same call {times} times; the last time it ran, its result ended with: "
+            f"{lines[-1].strip()[:300] if lines else '(no output)'}\nIt has been taken out of this conversation "
+            "and was not run again; what it defined still exists. Write a different call that avoids that result.]")
 
 
 def cut_invented_response(text: str) -> tuple[str, bool]:

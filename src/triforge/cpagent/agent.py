@@ -34,6 +34,7 @@ class CPAgentConfig:
     # fresh check, when that is on). For weak models that print solutions and never call submit.
     auto_submit: bool = False
     resample_repeats: int = 0  # re-ask a reply that repeats an earlier one (core.react.AgentConfig)
+    forget_repeats: bool = False  # a call sent a third time leaves the context instead (core.react.AgentConfig)
     explain_length_cut: bool = True  # a reply cut at max_tokens is told so (core.react.AgentConfig)
     cell_hints: bool = True  # install commands not run; hints for unknown `cp.X` and `if` on expressions (cell_hints)
     kernel_preamble: str = ""  # run in the kernel before the first step (e.g. PRELOAD_IMPORTS)
@@ -264,7 +265,8 @@ def run_cpagent(
             llm,
             ToolSet(bound.tools(), code_tool="python_exec"),
             AgentConfig(system=system, limits=config.limits, temperature=config.temperature, sample=config.sample,
-                        resample_repeats=config.resample_repeats, explain_length_cut=config.explain_length_cut),
+                        resample_repeats=config.resample_repeats, forget_repeats=config.forget_repeats,
+                        explain_length_cut=config.explain_length_cut),
             name="cpagent",
             run_dir=run_dir,
         )

@@ -66,6 +66,7 @@ def solve_task(
     rd.write_config({"task": task.id, "model": {"alias": llm.alias, **llm.config.model_dump()},
                      "limits": asdict(config.limits), "fresh_check": config.fresh_check,
                      "auto_submit": config.auto_submit, "resample_repeats": config.resample_repeats,
+                     "forget_repeats": config.forget_repeats,
                      "explain_length_cut": config.explain_length_cut, "cell_hints": config.cell_hints,
                      "kernel_preamble": config.kernel_preamble,
                      "project_prompt": str(config.project_prompt or "built-in"), "sample": config.sample})
