@@ -25,7 +25,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from smoke import machine
+from smoke import machine, write_dated
 
 from triforge.core.react import INVENTED_RESULT_MARKERS
 from triforge.local.install import installed_model
@@ -126,10 +126,7 @@ def main() -> None:
                          "identical_to_first_arm": f"{same}/{len(rows)}"}
     rep = {"date": date.today().isoformat(), "machine": machine(), "model": str(model), "requests": len(reqs),
            "summary": summary, "arms": arms}
-    out = Path(args.out) / f"local-model-decode-ab-{date.today().isoformat()}.json"
-    out.write_text(json.dumps(rep, indent=1))
-    print(json.dumps(summary, indent=1))
-    print(f"wrote {out}")
+    write_dated(args.out, "local-model-decode-ab", rep, summary)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from smoke import machine
+from smoke import machine, write_dated
 
 from triforge.core.errors import FormatError
 from triforge.core.llm import Completion
@@ -209,10 +209,7 @@ def main() -> None:
     rep = {"date": date.today().isoformat(), "machine": machine(), "model": model.name,
            "settings": {"temperature": 0, "max_tokens": 768, "cell_timeout_s": args.cell_timeout},
            "points": len(points), "wall_s": round(time.monotonic() - t_start), "summary": summary, "rows": rows}
-    out = Path(args.out) / f"local-model-repeat-replay-{date.today().isoformat()}.json"
-    out.write_text(json.dumps(rep, indent=1))
-    print(json.dumps(summary, indent=1))
-    print(f"wrote {out}")
+    write_dated(args.out, "local-model-repeat-replay", rep, summary)
 
 
 if __name__ == "__main__":

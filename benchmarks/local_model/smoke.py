@@ -76,6 +76,15 @@ def machine() -> dict[str, Any]:
             "memory_mib": mem, "python": platform.python_version(), "load_avg_1m": os.getloadavg()[0]}
 
 
+def write_dated(out_dir: str | Path, stem: str, report: dict[str, Any], summary: Any) -> Path:
+    """Write `report` as OUT_DIR/STEM-DATE.json, print `summary` and where it went."""
+    out = Path(out_dir) / f"{stem}-{date.today().isoformat()}.json"
+    out.write_text(json.dumps(report, indent=1))
+    print(json.dumps(summary, indent=1))
+    print(f"wrote {out}")
+    return out
+
+
 def raw_post(base_url: str, body: dict[str, Any]) -> tuple[int, Any]:
     req = urllib.request.Request(base_url.rstrip("/") + "/chat/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
