@@ -176,7 +176,7 @@ def test_a_dead_kernel_is_seen_while_its_launcher_still_runs(sb):
     sb.execute("w = 1")
     pid = sb.kernel_pid
     # the process that reaps the kernel: the launcher itself, or under a PID namespace the launcher's PID 1
-    # (CI has one, this machine not: stopping `unshare` there left the reaper free to reap the kernel)
+    # (stopping `unshare` instead left that PID 1 free to reap the kernel: CI failed so, 2026-12-03)
     reaper = psutil.Process(pid).ppid()
     assert reaper != pid
     os.kill(reaper, signal.SIGSTOP)

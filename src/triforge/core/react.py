@@ -52,8 +52,8 @@ class AgentConfig:
     # replies) instead of the generic "no tool call": the model cannot see where its reply was cut.
     explain_length_cut: bool = True
     # A call sent a third time, unchanged, is not run: every earlier exchange that sent it leaves the context,
-    # replaced by one note with the result it gave. A small model copies code it can still see (measured in
-    # benchmarks/results/local-model-repeat-replay-*.json).
+    # replaced by one note with the result it gave. A small model copies code it can still see (whether this
+    # breaks the loop is to be measured: benchmarks/local_model/repeat_replay.py).
     forget_repeats: bool = False
 
 
@@ -226,6 +226,8 @@ class Agent:
         for m in res.messages:
             if m["role"] == "assistant":
                 dropping = self._sent.get(id(m)) == key
+                if dropping:  # the dict is freed: its id may come back for another message
+                    del self._sent[id(m)]
             if not dropping:
                 kept.append(m)
         res.messages[:] = kept
