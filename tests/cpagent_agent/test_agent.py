@@ -186,12 +186,18 @@ def test_repeating_a_failing_cell_is_flagged():
     assert not third.startswith("[Same code")
 
 
-def test_with_forget_repeats_a_cell_sent_a_third_time_is_not_run_and_leaves_the_context(tmp_path):
-    bump = "n = globals().get('n', 0) + 1\nprint('run', n)\nraise ValueError('still wrong')"
-    llm = ScriptedLLM([call("python_exec", code=bump), call("python_exec", code=bump + "\n"),
-                       call("python_exec", code=bump),
-                       lambda msgs, tools: call("python_exec", code="print('n is', n)"), call("submit", code=GOOD)])
-    rec = solve_task(TASK, llm, tmp_path / "run", config=CPAgentConfig(forget_repeats=True))
+BUMP = "n = globals().get('n', 0) + 1\nprint('run', n)\nraise ValueError('still wrong')"
+
+
+def _three_sends_then_ask_n() -> ScriptedLLM:
+    return ScriptedLLM([call("python_exec", code=BUMP), call("python_exec", code=BUMP + "\n"),
+                        call("python_exec", code=BUMP),
+                        lambda msgs, tools: call("python_exec", code="print('n is', n)"), call("submit", code=GOOD)])
+
+
+def test_by_default_a_cell_sent_a_third_time_is_not_run_and_leaves_the_context(tmp_path):
+    llm = _three_sends_then_ask_n()
+    rec = solve_task(TASK, llm, tmp_path / "run")
     assert rec["status"] == "submitted" and rec["forgotten"] == 1
     assert json.loads((tmp_path / "run" / "config.json").read_text())["forget_repeats"] is True
     context = llm.requests[3]["messages"]
@@ -200,6 +206,16 @@ def test_with_forget_repeats_a_cell_sent_a_third_time_is_not_run_and_leaves_the_
     assert "ValueError: still wrong" in context[-1]["content"]
     traj = json.loads((tmp_path / "run" / "cpagent.trajectory.json").read_text())["messages"]
     assert "n is 2" in json.dumps(traj), "the third send must not have run"
+    llm.assert_done()
+
+
+def test_with_keep_repeats_the_third_send_runs(tmp_path):
+    llm = _three_sends_then_ask_n()
+    rec = solve_task(TASK, llm, tmp_path / "run", config=CPAgentConfig(forget_repeats=False))
+    assert rec["status"] == "submitted" and rec["forgotten"] == 0
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["forget_repeats"] is False
+    traj = json.loads((tmp_path / "run" / "cpagent.trajectory.json").read_text())["messages"]
+    assert "n is 3" in json.dumps(traj)
     llm.assert_done()
 
 

@@ -109,3 +109,15 @@ def test_cli_main_job_flags_with_a_text_protocol_model(tmp_path):
     rec = json.loads((tmp_path / "run" / "results.json").read_text())
     assert rec["grade"]["status"] == "correct" and rec["auto_submitted"]
     assert (rec["cut_replies"], rec["resampled"], rec["steps"]) == (1, 1, 2)
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["forget_repeats"] is True  # the default
+
+
+def test_cli_keep_repeats_is_recorded(tmp_path):
+    f = tmp_path / "p.md"
+    f.write_text("Pick x in 1..3.\nOutput keys: x\n")
+    (tmp_path / "triforge.toml").write_text('[models.down]\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\nmax_retries = 0\n')
+    r = subprocess.run([sys.executable, "-m", "triforge.cli.app", "cpagent", "solve", "--file", str(f), "--model", "down",
+                        "--keep-repeats", "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["forget_repeats"] is False

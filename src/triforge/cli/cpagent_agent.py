@@ -30,7 +30,7 @@ ResampleOpt = typer.Option(
     0, "--resample-repeats", min=0,
     help="Re-ask a reply identical to an earlier one, up to N times, at temperature 0.8 (small models loop).")
 ForgetOpt = typer.Option(
-    False, "--forget-repeats",
+    True, "--forget-repeats/--keep-repeats",
     help="A call sent a third time unchanged is not run; its earlier exchanges leave the context (small models copy).")
 PreloadOpt = typer.Option(
     False, "--preload-imports", help="Import json, cpmpy as cp and numpy as np in the kernel before the first step.")
@@ -39,7 +39,7 @@ CacheOpt = typer.Option(None, "--cache", help="Response cache: off, rw or replay
 
 def _config(max_steps: int, max_tokens: int | None, max_cost: float | None, max_wall: float | None,
             project_prompt: Path | None, fresh_check: bool, auto_submit: bool = False, resample: int = 0,
-            preload: bool = False, forget: bool = False) -> CPAgentConfig:
+            preload: bool = False, forget: bool = True) -> CPAgentConfig:
     if project_prompt is not None and not project_prompt.is_file():
         raise UserError(f"project prompt {project_prompt} not found")
     return CPAgentConfig(

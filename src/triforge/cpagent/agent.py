@@ -34,7 +34,10 @@ class CPAgentConfig:
     # fresh check, when that is on). For weak models that print solutions and never call submit.
     auto_submit: bool = False
     resample_repeats: int = 0  # re-ask a reply that repeats an earlier one (core.react.AgentConfig)
-    forget_repeats: bool = False  # a call sent a third time leaves the context instead (core.react.AgentConfig)
+    # A call sent a third time is not run and leaves the context (core.react.AgentConfig). On by default: at 12
+    # recorded dead ends the 1.5B model resent the flagged code 12 times as run, 1 time with it forgotten
+    # (benchmarks/results/local-model-repeat-replay-2026-12-04.json); an unchanged third run changes nothing.
+    forget_repeats: bool = True
     explain_length_cut: bool = True  # a reply cut at max_tokens is told so (core.react.AgentConfig)
     cell_hints: bool = True  # install commands not run; hints for unknown `cp.X` and `if` on expressions (cell_hints)
     kernel_preamble: str = ""  # run in the kernel before the first step (e.g. PRELOAD_IMPORTS)
