@@ -8,7 +8,8 @@ repeat_replay.py showed that at the recorded dead ends (the model sending a cell
 flagged it as a repeat) the 1.5B model writes new code once the repeated exchanges leave its context. This runs
 whole problems end to end with exactly the settings of the committed 101-problem measurement's `check` arm plus
 `forget_repeats`, and sets each beside that arm's recorded row (newest committed
-`local-model-cpagent-*.json` with the same settings). Problems: those given with --problem, else the first
+`local-model-cpagent-*.json` with the same settings). With --max-steps other than the measurement's 6 there
+is no recorded row to compare with, so the check arm is also run here without `forget_repeats` (`keep`). Problems: those given with --problem, else the first
 --limit problems whose recorded check-arm trajectory (under --from-runs) holds such a dead end.
 
 Temperature 0 and a response cache: when --cache names the measurement's cache it is copied and read first,
@@ -62,6 +63,8 @@ def main() -> None:
     ap.add_argument("--problem", action="append", default=None)
     ap.add_argument("--from-runs", default="runs/local-cpagent/check")
     ap.add_argument("--limit", type=int, default=20)
+    ap.add_argument("--max-steps", type=int, default=SETTINGS["max_steps"],
+                    help="steps per problem; other than 6, a `keep` arm (forget off) is run beside it")
     ap.add_argument("--out", default="runs/local-forget")
     ap.add_argument("--cache", default="runs/local-cpagent/responses.sqlite",
                     help="the measurement's response cache, copied and read first (skipped when absent)")
@@ -71,6 +74,8 @@ def main() -> None:
     if model is None:
         raise SystemExit("forget_ab: the local model is not installed: run `triforge local install`")
     source, recorded = recorded_check_rows()
+    steps = args.max_steps
+    arms = {"forget": True} if steps == SETTINGS["max_steps"] else {"keep": False, "forget": True}
     ids = args.problem or [p["problem"] for p in dead_ends(Path(args.from_runs))][: args.limit]
     if not ids:
         raise SystemExit(f"forget_ab: no problems: give --problem, or --from-runs with recorded dead ends "
@@ -79,7 +84,7 @@ def main() -> None:
     missing = [i for i in ids if i not in problems or i not in recorded]
     if missing:
         raise SystemExit(f"forget_ab: not in the dataset or the recorded rows: {', '.join(missing)}")
-    out = Path(args.out)
+    out = Path(args.out) if steps == SETTINGS["max_steps"] else Path(f"{args.out}-{steps}steps")
     out.mkdir(parents=True, exist_ok=True)
     cache_path = out / "responses.sqlite"
     if not cache_path.exists() and Path(args.cache).is_file():
@@ -91,48 +96,55 @@ def main() -> None:
     try:
         with context.use(cache=cache):
             for i, pid in enumerate(ids):
-                cfg = CPAgentConfig(limits=AgentLimits(max_steps=SETTINGS["max_steps"],
-                                                       max_wall_s=SETTINGS["max_wall_s"]),
-                                    fresh_check=True, auto_submit=True, temperature=0.0,
-                                    resample_repeats=SETTINGS["resample_repeats"], forget_repeats=True,
-                                    explain_length_cut=False, cell_hints=False, kernel_preamble=PRELOAD_IMPORTS)
-                rec = solve_task(task_from_problem(problems[pid]), llm, out / pid, config=cfg)
-                before = recorded[pid]
-                rows.append({"problem": pid, "recorded": {k: before.get(k) for k in ("grade", "status", "steps")},
-                             "forget": {"grade": rec["grade"]["status"], "reasons": rec["grade"].get("reasons", [])[:2],
-                                        "status": rec["status"], "steps": rec["steps"],
-                                        "forgotten": rec.get("forgotten", 0), "wall_s": rec["wall_s"],
-                                        "format_errors": rec["format_errors"], **harness_notes(out / pid)}})
-                print(f"[{i + 1}/{len(ids)}] {pid}: {before.get('grade')} -> {rec['grade']['status']} "
-                      f"({rec['status']}, {rec['steps']} steps, forgotten {rec.get('forgotten', 0)}, "
-                      f"{rec['wall_s']:.0f} s)", flush=True)
+                row: dict[str, Any] = {"problem": pid}
+                if "keep" not in arms:
+                    row["recorded"] = {k: recorded[pid].get(k) for k in ("grade", "status", "steps")}
+                for arm, forget in arms.items():
+                    cfg = CPAgentConfig(limits=AgentLimits(max_steps=steps, max_wall_s=SETTINGS["max_wall_s"]),
+                                        fresh_check=True, auto_submit=True, temperature=0.0,
+                                        resample_repeats=SETTINGS["resample_repeats"], forget_repeats=forget,
+                                        explain_length_cut=False, cell_hints=False, kernel_preamble=PRELOAD_IMPORTS)
+                    run_dir = out / pid if len(arms) == 1 else out / arm / pid
+                    rec = solve_task(task_from_problem(problems[pid]), llm, run_dir, config=cfg)
+                    row[arm] = {"grade": rec["grade"]["status"], "reasons": rec["grade"].get("reasons", [])[:2],
+                                "status": rec["status"], "steps": rec["steps"], "forgotten": rec.get("forgotten", 0),
+                                "wall_s": rec["wall_s"], "format_errors": rec["format_errors"],
+                                **harness_notes(run_dir)}
+                    print(f"[{i + 1}/{len(ids)}] {pid} {arm}: {rec['grade']['status']} ({rec['status']}, "
+                          f"{rec['steps']} steps, forgotten {rec.get('forgotten', 0)}, {rec['wall_s']:.0f} s)",
+                          flush=True)
+                rows.append(row)
     finally:
         if cache is not None:
             cache.close()
         llm.close()
-    summary = {arm: dict(Counter(r[arm]["grade"] for r in rows)) for arm in ("recorded", "forget")}
-    summary["forget_submitted"] = sum(r["forget"]["status"] == "submitted" for r in rows)
-    summary["recorded_submitted"] = sum(r["recorded"]["status"] == "submitted" for r in rows)
+    base = "keep" if "keep" in arms else "recorded"
+    summary: dict[str, Any] = {arm: dict(Counter(r[arm]["grade"] for r in rows)) for arm in (base, "forget")}
+    for arm in (base, "forget"):
+        summary[f"{arm}_submitted"] = sum(r[arm]["status"] == "submitted" for r in rows)
     summary["problems_with_a_forget"] = sum(r["forget"]["forgotten"] > 0 for r in rows)
-    rep = {"date": date.today().isoformat(), "model": model.name, "compared_with": source, "settings": SETTINGS,
-           "forget_repeats": True, "started": started, "summary": summary, "rows": rows}
     day = date.today().isoformat()
-    (RESULTS / f"local-model-forget-ab-{day}.json").write_text(json.dumps(rep, indent=1))
+    stem = f"local-model-forget-ab-{day}" + ("" if base == "recorded" else f"-{steps}steps")
+    rep = {"date": day, "model": model.name, "compared_with": source if base == "recorded" else "keep arm run here",
+           "settings": {**SETTINGS, "max_steps": steps}, "started": started, "summary": summary, "rows": rows}
+    (RESULTS / f"{stem}.json").write_text(json.dumps(rep, indent=1))
+    what = (f"the measurement's check arm ({source})" if base == "recorded" else
+            f"the measurement's check arm with {steps} steps, run here without (`keep`) and with `forget_repeats`")
     md = [f"# Forgetting repeated calls, end to end, with the local model ({day})", "",
-          f"- model: `{model.name}`; settings of the measurement's check arm ({source}) plus `forget_repeats`",
+          f"- model: `{model.name}`; settings of {what}",
           f"- machine at start: {started['machine']['cpu']}, {started['machine']['cores_usable']} cores, "
           f"load {started['machine']['load_avg_1m']:.1f}; started {started['time']}",
-          f"- problems: {len(rows)}; submitted: recorded {summary['recorded_submitted']}, with forget "
-          f"{summary['forget_submitted']}; grades recorded {summary['recorded']}, with forget {summary['forget']}",
-          "- wall s counts only the replies generated here (the prefix shared with the recorded run is read back)",
-          "", "| problem | recorded grade | steps | with forget: grade | status | steps | forgotten | wall s | reason |",
+          f"- problems: {len(rows)}; submitted: {base} {summary[f'{base}_submitted']}, with forget "
+          f"{summary['forget_submitted']}; grades {base} {summary[base]}, with forget {summary['forget']}",
+          "- wall s counts only the replies generated here (a prefix already in the response cache is read back)",
+          "", f"| problem | {base}: grade | steps | with forget: grade | status | steps | forgotten | wall s | reason |",
           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        a, b = r["recorded"], r["forget"]
+        a, b = r[base], r["forget"]
         reason = (b["reasons"] or [""])[0][:80].replace("|", "/")
         md.append(f"| {r['problem']} | {a['grade']} | {a['steps']} | {b['grade']} | {b['status']} | {b['steps']} | "
                   f"{b['forgotten']} | {b['wall_s']} | {reason} |")
-    path = RESULTS / f"local-model-forget-ab-{day}.md"
+    path = RESULTS / f"{stem}.md"
     path.write_text("\n".join(md) + "\n")
     print(json.dumps(summary, indent=1))
     print(f"wrote {path}")
