@@ -186,7 +186,8 @@ def test_a_call_sent_a_third_time_is_taken_out_of_the_context_not_run(native):
     assert note["role"] == "user" and "sent the same call 3 times" in note["content"]
     assert "ended with: 3" in note["content"] and "not run again" in note["content"]
     notes = [m["content"] for m in res.messages if m["role"] == "user" and "sent the same call" in m["content"]]
-    assert len(notes) == 2 and "4 times" in notes[1] and "ended with: 3" in notes[1]
+    assert len(notes) == 1 and "4 times" in notes[0] and "ended with: 3" in notes[0], "one note per call, the latest"
+    assert "sent the same call 4 times" in res.messages[-2]["content"]  # at the end, then the submit reply
     assert res.steps == 7
     llm.assert_done()
 

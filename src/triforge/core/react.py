@@ -121,6 +121,7 @@ class Agent:
         consecutive_format_errors = 0
         seen: set[str] = set()  # the replies so far, for resampling repeats
         self._sent: dict[int, str] = {}  # id of each assistant message in the context -> the calls it sent
+        self._notes: dict[int, str] = {}  # id of each forget note in the context -> the calls it stands for
         self._sends: Counter[str] = Counter()  # the calls -> how often the model sent them
         self._last_result: dict[str, str] = {}  # the calls -> what they returned the last time they ran
         tracer = context.tracer()
@@ -220,7 +221,8 @@ class Agent:
         return True
 
     def _forget(self, res: AgentResult, key: str) -> None:
-        """Take every exchange that sent the calls `key` out of the context; one note says what they gave."""
+        """Take every exchange that sent the calls `key` out of the context, and an earlier note for them:
+        one note at the end says how often they were sent and what they gave."""
         kept: list[dict[str, Any]] = []
         dropping = False
         for m in res.messages:
@@ -228,11 +230,16 @@ class Agent:
                 dropping = self._sent.get(id(m)) == key
                 if dropping:  # the dict is freed: its id may come back for another message
                     del self._sent[id(m)]
+            elif self._notes.get(id(m)) == key:
+                del self._notes[id(m)]
+                continue
             if not dropping:
                 kept.append(m)
         res.messages[:] = kept
         res.forgotten += 1
-        res.messages.append({"role": "user", "content": forget_note(self._sends[key], self._last_result.get(key, ""))})
+        note = {"role": "user", "content": forget_note(self._sends[key], self._last_result.get(key, ""))}
+        self._notes[id(note)] = key
+        res.messages.append(note)
 
     def _format_error_message(self, error: FormatError, comp: Completion, cut: bool) -> str:
         if comp.finish_reason == "length" and self.config.explain_length_cut:
