@@ -192,6 +192,24 @@ def test_a_call_sent_a_third_time_is_taken_out_of_the_context_not_run(native):
     llm.assert_done()
 
 
+def test_forgetting_one_call_keeps_the_note_of_another_that_followed_its_exchange():
+    a, b = call("add", a=1, b=2), call("add", a=5, b=5)
+    seen: list[list[dict]] = []
+
+    def look(msgs, tools):
+        seen.append(list(msgs))
+        return call("submit", answer="x")
+
+    # a runs, b runs twice and is forgotten at its third send (its note follows a's exchange), a runs again
+    # and is forgotten at its third send: b's note must stay
+    llm = ScriptedLLM([a, b, b, b, a, a, look])
+    res = Agent(llm, [add, submit], AgentConfig(forget_repeats=True)).run("task")
+    assert res.submitted and res.forgotten == 2
+    notes = [m["content"] for m in seen[0] if m["role"] == "user" and "sent the same call" in m["content"]]
+    assert len(notes) == 2 and "ended with: 10" in notes[0] and "ended with: 3" in notes[1]
+    assert not any(m["role"] in ("assistant", "tool") for m in seen[0][1:]), "every exchange was forgotten"
+
+
 def test_repeats_stay_in_the_context_by_default():
     same = call("add", a=1, b=2)
     _, res = run([same, same, same, call("submit", answer="3")])

@@ -230,9 +230,11 @@ class Agent:
                 dropping = self._sent.get(id(m)) == key
                 if dropping:  # the dict is freed: its id may come back for another message
                     del self._sent[id(m)]
-            elif self._notes.get(id(m)) == key:
-                del self._notes[id(m)]
-                continue
+            elif id(m) in self._notes:  # a note is nobody's result: it ends a dropped exchange
+                dropping = False
+                if self._notes[id(m)] == key:
+                    del self._notes[id(m)]
+                    continue
             if not dropping:
                 kept.append(m)
         res.messages[:] = kept
