@@ -3,7 +3,7 @@
 Run (after `triforge local install`; not in CI, hours on 2 cores):
     .venv/bin/python benchmarks/local_model/cpagent_local.py --data ../shared/data/dcp-bench-open \
         [--out runs/local-cpagent] [--max-steps 6] [--max-wall 900] [--no-auto-submit] [--resample-repeats 1] \
-        [--no-preload] [--length-hint] [--cell-hints] [--stop-after-min 90] [--report-only]
+        [--no-preload] [--length-hint] [--cell-hints] [--forget-repeats] [--stop-after-min 90] [--report-only]
 
 Problems run in sorted id order; for each, the `check` arm (fresh run before accepting a submission) and then
 the `nocheck` arm (submission accepted as written). Both hand in a cell that prints exactly one
@@ -102,17 +102,27 @@ def reask_outcomes(run_dir: Path) -> dict[str, int]:
     return {"reasked": len(same), "reasked_identical": sum(same), "cut_at_token_limit": cut}
 
 
-def committed_rows(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Rows finished in both arms by earlier sessions with the same settings: the newest such results file."""
+def committed_rows(meta: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
+    """Rows finished in both arms by earlier sessions with the same settings, and the newest such results file
+    they come from ("" and no rows when there is none)."""
     same = ("max_steps", "max_wall_s", "max_tokens_per_reply", "auto_submit", "resample_repeats", "preload_imports",
-            "length_hint", "cell_hints", "model_sha256")
+            "length_hint", "cell_hints", "forget_repeats", "model_sha256")
     off = {"auto_submit": False, "resample_repeats": 0, "preload_imports": False,
-           "length_hint": False, "cell_hints": False}  # before these settings existed
+           "length_hint": False, "cell_hints": False, "forget_repeats": False}  # before these settings existed
     for f in sorted(RESULTS.glob("local-model-cpagent-*.json"), reverse=True):
         payload = json.loads(f.read_text())
-        if all(payload.get(k, off.get(k)) == meta[k] for k in same):
-            return {r["problem"]: r for r in payload.get("rows", []) if all(a in r for a in ARMS)}
-    return {}
+        if all(payload.get(k, off.get(k)) == meta.get(k, off.get(k)) for k in same):
+            return f.name, {r["problem"]: r for r in payload.get("rows", []) if all(a in r for a in ARMS)}
+    return "", {}
+
+
+def arm_config(meta: dict[str, Any], check: bool) -> CPAgentConfig:
+    """cpagent's settings for one arm of the measurement (every aid named: cpagent's defaults have moved since)."""
+    return CPAgentConfig(limits=AgentLimits(max_steps=meta["max_steps"], max_wall_s=meta["max_wall_s"]),
+                         fresh_check=check, auto_submit=meta["auto_submit"], temperature=0.0,
+                         resample_repeats=meta["resample_repeats"], forget_repeats=meta.get("forget_repeats", False),
+                         explain_length_cut=meta["length_hint"], cell_hints=meta["cell_hints"],
+                         kernel_preamble=PRELOAD_IMPORTS if meta["preload_imports"] else "")
 
 
 def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[str, dict[str, Any]]) -> Path:
@@ -175,7 +185,9 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
           "a reply cut at the token limit is told so: " + ("yes" if meta.get("length_hint") else "no (the generic "
                                                            "format error; cpagent's default since 2026-12-03 is yes)")
           + "; cell hints (install commands not run, hints after common CPMpy errors): "
-          + ("yes" if meta.get("cell_hints") else "no (cpagent's default since 2026-12-03 is yes)"),
+          + ("yes" if meta.get("cell_hints") else "no (cpagent's default since 2026-12-03 is yes)")
+          + "; a call sent a third time is forgotten: "
+          + ("yes" if meta.get("forget_repeats") else "no (cpagent's default since 2026-12-04 is yes)"),
           "- auto-submit: " + ("on (a cell printing exactly one solution-shaped JSON object is handed in; the `check` "
                                "arm runs it fresh first)" if meta.get("auto_submit") else "off (explicit submit only)"),
           f"- problems done (both arms): **{len(both)} of {n_total}**"
@@ -232,6 +244,9 @@ def main() -> None:
     ap.add_argument("--cell-hints", action="store_true",
                     help="skip install commands and answer unknown `cp.X` names (cpagent's default; off here "
                          "for the same reason)")
+    ap.add_argument("--forget-repeats", action="store_true",
+                    help="forget a call sent a third time (cpagent's default since 2026-12-04; off here for the same "
+                         "reason; benchmarks/local_model/forget_ab.py measures it)")
     ap.add_argument("--stop-after-min", type=float, default=None, help="start no new problem after this long")
     ap.add_argument("--problem", action="append", default=None)
     ap.add_argument("--report-only", action="store_true")
@@ -247,8 +262,9 @@ def main() -> None:
             else "(not the default model)", "machine": machine(), "max_steps": args.max_steps,
             "max_wall_s": args.max_wall, "max_tokens_per_reply": int(os.environ.get("TRIFORGE_LOCAL_MAX_TOKENS", "768")),
             "auto_submit": not args.no_auto_submit, "resample_repeats": args.resample_repeats,
-            "preload_imports": not args.no_preload, "length_hint": args.length_hint, "cell_hints": args.cell_hints}
-    earlier = {} if args.fresh else committed_rows(meta)
+            "preload_imports": not args.no_preload, "length_hint": args.length_hint, "cell_hints": args.cell_hints,
+            "forget_repeats": args.forget_repeats}
+    earlier = {} if args.fresh else committed_rows(meta)[1]
     started = out / "machine_at_start.json"  # the machine as the run found it, not as the report finds it
     if args.report_only and started.is_file():
         meta["machine"] = json.loads(started.read_text())
@@ -268,12 +284,7 @@ def main() -> None:
                         continue  # finished in an earlier session (committed results)
                     task = task_from_problem(p)
                     for arm, check in ARMS.items():
-                        cfg = CPAgentConfig(limits=AgentLimits(max_steps=args.max_steps, max_wall_s=args.max_wall),
-                                            fresh_check=check, auto_submit=meta["auto_submit"], temperature=0.0,
-                                            resample_repeats=args.resample_repeats,
-                                            explain_length_cut=args.length_hint, cell_hints=args.cell_hints,
-                                            kernel_preamble="" if args.no_preload else PRELOAD_IMPORTS)
-                        rec = solve_task(task, llm, out / arm / p.id, config=cfg)
+                        rec = solve_task(task, llm, out / arm / p.id, config=arm_config(meta, check))
                         print(f"[{i + 1}/{len(problems)}] {p.id} {arm}: {rec['grade']['status']} "
                               f"({rec['status']}, {rec['steps']} steps, {rec['wall_s']:.0f} s)", flush=True)
         finally:

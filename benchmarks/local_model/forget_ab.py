@@ -1,21 +1,22 @@
 """Does forgetting a repeated call change what the local model solves? The measurement's check arm, re-run with it.
 
     .venv/bin/python benchmarks/local_model/forget_ab.py --data ../shared/data/dcp-bench-open \
-        [--problem ID ...] [--from-runs runs/local-cpagent/check --limit 20] [--out runs/local-forget] \
-        [--cache runs/local-cpagent/responses.sqlite]
+        [--problem ID ...] [--from-runs runs/local-cpagent/check --limit 20] [--max-steps 6] \
+        [--out runs/local-forget] [--cache runs/local-cpagent/responses.sqlite]
 
 repeat_replay.py showed that at the recorded dead ends (the model sending a cell again right after the harness
 flagged it as a repeat) the 1.5B model writes new code once the repeated exchanges leave its context. This runs
 whole problems end to end with exactly the settings of the committed 101-problem measurement's `check` arm plus
 `forget_repeats`, and sets each beside that arm's recorded row (newest committed
 `local-model-cpagent-*.json` with the same settings). With --max-steps other than the measurement's 6 there
-is no recorded row to compare with, so the check arm is also run here without `forget_repeats` (`keep`). Problems: those given with --problem, else the first
---limit problems whose recorded check-arm trajectory (under --from-runs) holds such a dead end.
+is no recorded row to compare with, so the check arm is also run here without `forget_repeats` (`keep`).
+Problems: those given with --problem, else the first --limit problems whose recorded check-arm trajectory
+(under --from-runs) holds such a dead end.
 
 Temperature 0 and a response cache: when --cache names the measurement's cache it is copied and read first,
 so each run's prefix up to the third send (identical to the recorded run's) is read back instead of
-regenerated, and `model wall s` counts only replies generated here. Every reply is the real model's.
-Writes benchmarks/results/local-model-forget-ab-DATE.{json,md}.
+regenerated: `wall s` (the run's wall time) holds only the replies generated here, and the kernel's time.
+Every reply is the real model's. Writes benchmarks/results/local-model-forget-ab-DATE[-Nsteps].{json,md}.
 """
 
 from __future__ import annotations
@@ -30,31 +31,22 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from cpagent_local import RESULTS, harness_notes
+from cpagent_local import RESULTS, arm_config, committed_rows, harness_notes
 from repeat_replay import dead_ends
 from smoke import machine
 
 from triforge.core import context
 from triforge.core.cache import open_cache
 from triforge.core.llm import get_llm
-from triforge.core.react import AgentLimits
-from triforge.cpagent.agent import PRELOAD_IMPORTS, CPAgentConfig
 from triforge.cpagent.dataset import load_dataset
 from triforge.cpagent.solve import solve_task
 from triforge.cpagent.task import task_from_problem
-from triforge.local.install import installed_model
+from triforge.local.install import DEFAULT_MODEL, installed_model
 
+# the committed 101-problem measurement's settings (cpagent_local.py's defaults)
 SETTINGS = {"max_steps": 6, "max_wall_s": 900.0, "max_tokens_per_reply": 768, "auto_submit": True,
-            "resample_repeats": 1, "preload_imports": True, "length_hint": False, "cell_hints": False}
-
-
-def recorded_check_rows() -> tuple[str, dict[str, dict[str, Any]]]:
-    """The check arm's rows of the newest committed measurement made with SETTINGS."""
-    for f in sorted(RESULTS.glob("local-model-cpagent-*.json"), reverse=True):
-        payload = json.loads(f.read_text())
-        if all(payload.get(k) == v for k, v in SETTINGS.items()):
-            return f.name, {r["problem"]: r["check"] for r in payload.get("rows", []) if "check" in r}
-    raise SystemExit("forget_ab: no committed local-model-cpagent-*.json made with the measurement's settings")
+            "resample_repeats": 1, "preload_imports": True, "length_hint": False, "cell_hints": False,
+            "forget_repeats": False, "model_sha256": DEFAULT_MODEL.sha256}
 
 
 def main() -> None:
@@ -73,7 +65,10 @@ def main() -> None:
     model = installed_model()
     if model is None:
         raise SystemExit("forget_ab: the local model is not installed: run `triforge local install`")
-    source, recorded = recorded_check_rows()
+    source, rows_before = committed_rows(SETTINGS)
+    if not source:
+        raise SystemExit("forget_ab: no committed local-model-cpagent-*.json made with the measurement's settings")
+    recorded = {pid: r["check"] for pid, r in rows_before.items()}
     steps = args.max_steps
     arms = {"forget": True} if steps == SETTINGS["max_steps"] else {"keep": False, "forget": True}
     ids = args.problem or [p["problem"] for p in dead_ends(Path(args.from_runs))][: args.limit]
@@ -100,10 +95,7 @@ def main() -> None:
                 if "keep" not in arms:
                     row["recorded"] = {k: recorded[pid].get(k) for k in ("grade", "status", "steps")}
                 for arm, forget in arms.items():
-                    cfg = CPAgentConfig(limits=AgentLimits(max_steps=steps, max_wall_s=SETTINGS["max_wall_s"]),
-                                        fresh_check=True, auto_submit=True, temperature=0.0,
-                                        resample_repeats=SETTINGS["resample_repeats"], forget_repeats=forget,
-                                        explain_length_cut=False, cell_hints=False, kernel_preamble=PRELOAD_IMPORTS)
+                    cfg = arm_config({**SETTINGS, "max_steps": steps, "forget_repeats": forget}, check=True)
                     run_dir = out / pid if len(arms) == 1 else out / arm / pid
                     rec = solve_task(task_from_problem(problems[pid]), llm, run_dir, config=cfg)
                     row[arm] = {"grade": rec["grade"]["status"], "reasons": rec["grade"].get("reasons", [])[:2],
@@ -136,7 +128,7 @@ def main() -> None:
           f"load {started['machine']['load_avg_1m']:.1f}; started {started['time']}",
           f"- problems: {len(rows)}; submitted: {base} {summary[f'{base}_submitted']}, with forget "
           f"{summary['forget_submitted']}; grades {base} {summary[base]}, with forget {summary['forget']}",
-          "- wall s counts only the replies generated here (a prefix already in the response cache is read back)",
+          "- wall s: the run's wall time (replies already in the response cache are read back, not generated)",
           "", f"| problem | {base}: grade | steps | with forget: grade | status | steps | forgotten | wall s | reason |",
           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -52,8 +52,9 @@ class AgentConfig:
     # replies) instead of the generic "no tool call": the model cannot see where its reply was cut.
     explain_length_cut: bool = True
     # A call sent a third time, unchanged, is not run: every earlier exchange that sent it leaves the context,
-    # replaced by one note with the result it gave. A small model copies code it can still see (whether this
-    # breaks the loop is to be measured: benchmarks/local_model/repeat_replay.py).
+    # replaced by one note with the result it gave. A small model copies code it can still see: replayed at 12
+    # dead ends, Qwen2.5-Coder-1.5B resent the code 12 times as run, once with it forgotten
+    # (benchmarks/results/local-model-repeat-replay-2026-12-04.md). cpagent turns it on.
     forget_repeats: bool = False
 
 
@@ -120,8 +121,9 @@ class Agent:
         t0 = time.monotonic()
         consecutive_format_errors = 0
         seen: set[str] = set()  # the replies so far, for resampling repeats
-        self._sent: dict[int, str] = {}  # id of each assistant message in the context -> the calls it sent
-        self._notes: dict[int, str] = {}  # id of each forget note in the context -> the calls it stands for
+        # id of each assistant message in the context -> the calls it sent; of each forget note -> the calls it
+        # stands for (ids are dropped with their messages: a freed dict's id can come back for another)
+        self._calls_of: dict[int, str] = {}
         self._sends: Counter[str] = Counter()  # the calls -> how often the model sent them
         self._last_result: dict[str, str] = {}  # the calls -> what they returned the last time they ran
         tracer = context.tracer()
@@ -209,7 +211,7 @@ class Agent:
             self._forget(res, key)
             return True
         msg: dict[str, Any] = {"role": "assistant", "content": comp.content or ""}
-        self._sent[id(msg)] = key
+        self._calls_of[id(msg)] = key
         if self.native:
             msg["tool_calls"] = [tc.as_message_part() for tc in tool_calls_for(calls)]
         res.messages.append(msg)
@@ -226,21 +228,17 @@ class Agent:
         kept: list[dict[str, Any]] = []
         dropping = False
         for m in res.messages:
-            if m["role"] == "assistant":
-                dropping = self._sent.get(id(m)) == key
-                if dropping:  # the dict is freed: its id may come back for another message
-                    del self._sent[id(m)]
-            elif id(m) in self._notes:  # a note is nobody's result: it ends a dropped exchange
-                dropping = False
-                if self._notes[id(m)] == key:
-                    del self._notes[id(m)]
-                    continue
-            if not dropping:
+            calls = self._calls_of.get(id(m))
+            if m["role"] == "assistant" or calls is not None:  # a reply starts an exchange, a note is one alone
+                dropping = calls == key
+            if dropping:
+                self._calls_of.pop(id(m), None)
+            else:
                 kept.append(m)
         res.messages[:] = kept
         res.forgotten += 1
         note = {"role": "user", "content": forget_note(self._sends[key], self._last_result.get(key, ""))}
-        self._notes[id(note)] = key
+        self._calls_of[id(note)] = key
         res.messages.append(note)
 
     def _format_error_message(self, error: FormatError, comp: Completion, cut: bool) -> str:
