@@ -129,3 +129,22 @@ def test_pmap_errors():
         pmap(f, range(5), jobs=2)
     out = pmap(f, range(5), jobs=2, return_exceptions=True)
     assert out[:2] == [0, 1] and isinstance(out[2], ValueError)
+
+
+@pytest.mark.parametrize("change", [
+    {"extra_body": {"top_k": 1}}, {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}},
+    {"temperature": 0.3}, {"max_tokens": 7}, {"model": "other-model"}, {"json_mode": True},
+])
+def test_every_reply_changing_setting_is_in_the_cache_key(tmp_path, change):
+    """A model configured differently must never be served another configuration's cached reply."""
+    with FakeOpenAIServer(["first", "second"]) as srv:
+        base = ModelConfig(model="fake-model", base_url=srv.base_url)
+        msgs = [{"role": "user", "content": "q"}]
+        with context.use(cache=ResponseCache(tmp_path / "c.sqlite", "rw")):
+            a = OpenAICompatLLM("a", base).complete(msgs, json_mode=True)
+            b = OpenAICompatLLM("b", base.model_copy(update=change)).complete(msgs, json_mode=True)
+            again = OpenAICompatLLM("a2", base).complete(msgs, json_mode=True)
+    assert (a.content, b.content) == ("first", "second") and not b.cached
+    assert again.cached and again.content == "first" and len(srv.requests) == 2
+    if "extra_body" in change:  # the server saw the extra fields: the key is what went over the wire
+        assert all(srv.requests[1].get(k) == v for k, v in change["extra_body"].items())

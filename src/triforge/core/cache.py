@@ -27,6 +27,13 @@ def canonical(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+def wire_request(body: dict[str, Any], *, base_url: str | None, extra_body: dict[str, Any] | None = None
+                 ) -> dict[str, Any]:
+    """What the endpoint receives, as a cache key: the body with `extra_body` merged in (as the client sends
+    it), and where it goes. Anything that can change the reply belongs here."""
+    return {**body, **(extra_body or {}), "base_url": base_url}
+
+
 def request_key(request: dict[str, Any], sample: int = 0) -> str:
     """Key of one request: every field that changes the reply, plus the sample index."""
     body = {k: v for k, v in request.items() if v is not None}

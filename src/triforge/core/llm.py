@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 import openai
 
 from triforge.core import context
+from triforge.core.cache import wire_request
 from triforge.core.config import ModelConfig
 from triforge.core.errors import EndpointError
 
@@ -221,7 +222,7 @@ class OpenAICompatLLM:
         stop: list[str] | None = None,
     ) -> Completion:
         body = self.request_body(messages, tools, temperature, max_tokens, json_mode, stop)
-        cache_key = {**body, "base_url": self.config.base_url}
+        cache_key = wire_request(body, base_url=self.config.base_url, extra_body=self.config.extra_body)
         budget, cache, tracer = context.budget(), context.cache(), context.tracer()
         if cache is not None and (hit := cache.get(cache_key, sample)) is not None:
             comp = Completion.from_dict(hit)
