@@ -86,6 +86,8 @@ def run(
     cache: str = typer.Option(None, "--cache", help="Response cache: off, rw or replay."),
     budget_usd: float = typer.Option(None, "--budget-usd", help="Hard USD limit for the run."),
     html: bool = typer.Option(False, "--html", help="Also write trace.html."),
+    fresh: bool = typer.Option(False, "--fresh", help="Start afresh: earlier contents of --out are moved into "
+                                                      "--out/previous-<time>/ (nothing is deleted)."),
 ) -> None:
     """Evaluate a program on a benchmark split; writes per-example results and traces to --out."""
     from triforge.maestro.run import evaluate_to_dir
@@ -105,7 +107,8 @@ def run(
                 progress.update(bar, advance=1, description=f"{r.example_id}: {r.score:.2f}")
 
             summary = evaluate_to_dir(program, bench, split, pool, out, data=data, corpus=corpus, mode=mode,
-                                      limit=limit, jobs=jobs, samples=samples, on_start=started, on_result=done)
+                                      limit=limit, jobs=jobs, samples=samples, fresh=fresh, on_start=started,
+                                      on_result=done)
     except BudgetExceeded as e:
         console_err.print(f"[red]{e}[/]; finished examples are kept in {out}: raise --budget-usd and re-run "
                           "to resume")
@@ -120,6 +123,8 @@ def run(
                   f"{summary['n']} run(s); errors {summary['errors'] or 'none'}; "
                   f"{summary['cached']} from earlier runs")
     console.print(f"run directory: {out} (results.jsonl, results.json, report.md, trace.jsonl, program.json)")
+    if summary.get("moved_aside"):
+        console.print(f"earlier contents moved to {summary['moved_aside']}")
     if summary["n"] and summary["errors"].get("endpoint", 0) == summary["n"]:
         console_err.print("[red]every example failed at the endpoint; check --model/--base-url and re-run to "
                           "resume[/]")

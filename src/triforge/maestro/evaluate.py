@@ -2,7 +2,10 @@
 
 Contract (the optimizer relies on it): one result per (example, sample), in input order; a failing
 example scores 0 with its error and trace recorded and is never raised. Only a spent budget or a
-replay-cache miss stops the evaluation.
+replay-cache miss stops the evaluation, and neither leaves a result behind.
+
+A stored result is reused only when it was made with the store's settings (`settings_hash`) from the
+same example content (`item_hash`); every stored row records both and the commit its code came from.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 from triforge.core import context
 from triforge.core.context import EndpointLimits
 from triforge.core.parallel import pmap
+from triforge.core.provenance import content_hash
 from triforge.maestro.benchmarks.base import Example, MetricResult
 from triforge.maestro.executor import Executor, Models, ProgramRun, Retriever
 from triforge.maestro.program import Program
@@ -40,6 +44,9 @@ class ExampleResult:
     error_kind: str | None = None
     trace: list[dict[str, Any]] = field(default_factory=list)
     duration_s: float = 0.0
+    item_hash: str = ""  # the example's content (example_hash) when it ran
+    settings_hash: str = ""  # the run's settings fingerprint (triforge.core.provenance)
+    commit: str | None = None  # the code's git commit, where known
     cached: bool = False
 
     @property
@@ -56,14 +63,21 @@ class ExampleResult:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "cached"})
 
 
+def example_hash(example: Example) -> str:
+    """The content an example's result depends on: its id, inputs and gold answer."""
+    return content_hash({"id": example.id, "inputs": example.inputs, "gold": example.gold})
+
+
 class ResultStore:
     """Results by (program hash, example id, sample), in memory and optionally appended to a JSONL file.
 
-    Opening an existing file loads it (a torn last line is skipped), so a re-run resumes.
+    Opening an existing file loads it (a torn last line is skipped), so a re-run resumes. With a `stamp`
+    (`Fingerprint.stamp()`), rows are written with it and only rows made with the same settings are served.
     """
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, stamp: dict[str, Any] | None = None) -> None:
         self.path = Path(path) if path else None
+        self.stamp = stamp or {}
         self._data: dict[tuple[str, str, int], ExampleResult] = {}
         self._lock = threading.Lock()
         if self.path and self.path.is_file():
@@ -76,9 +90,17 @@ class ResultStore:
 
     def get(self, program_hash: str, example_id: str, sample: int) -> ExampleResult | None:
         with self._lock:
-            return self._data.get((program_hash, example_id, sample))
+            hit = self._data.get((program_hash, example_id, sample))
+        want = self.stamp.get("settings_hash")
+        return hit if hit is not None and (want is None or hit.settings_hash == want) else None
+
+    def rows(self) -> list[ExampleResult]:
+        with self._lock:
+            return list(self._data.values())
 
     def put(self, result: ExampleResult) -> None:
+        if self.stamp:
+            result.settings_hash, result.commit = self.stamp["settings_hash"], self.stamp.get("commit")
         with self._lock:
             self._data[result.key] = result
             if self.path:
@@ -126,9 +148,11 @@ def score_run(example: Example, run: ProgramRun, metric: Metric) -> MetricResult
 
 
 def evaluate_one(executor: Executor, example: Example, metric: Metric, sample: int = 0,
-                 store: ResultStore | None = None) -> ExampleResult:
+                 store: ResultStore | None = None, item_hash: str | None = None) -> ExampleResult:
     h = executor.program.hash
-    if store is not None and (hit := store.get(h, example.id, sample)) is not None:
+    item_hash = item_hash or example_hash(example)
+    hit = store.get(h, example.id, sample) if store is not None else None
+    if hit is not None and hit.item_hash == item_hash:  # a row for other content is run again, never served
         hit.cached = True
         return hit
     t0 = time.perf_counter()
@@ -148,7 +172,7 @@ def evaluate_one(executor: Executor, example: Example, metric: Metric, sample: i
         example_id=example.id, sample=sample, program_hash=h, score=float(verdict.score),
         feedback=verdict.feedback, outputs=run.outputs, details=dict(verdict.details),
         error=run.error or metric_error, error_kind=run.error_kind or ("metric" if metric_error else None),
-        trace=[t.to_dict() for t in run.trace], duration_s=time.perf_counter() - t0,
+        trace=[t.to_dict() for t in run.trace], duration_s=time.perf_counter() - t0, item_hash=item_hash,
     )
     if store is not None and result.error_kind != "endpoint":  # an endpoint failure is retried on resume
         store.put(result)
@@ -167,14 +191,20 @@ def _endpoint_limits() -> Iterator[None]:
 def evaluate(program: Program, examples: Sequence[Example], metric: Metric, models: Models, *,
              retrievers: dict[str, Retriever] | None = None, jobs: int = 16, samples: int = 1,
              store: ResultStore | None = None,
-             on_result: Callable[[ExampleResult], None] | None = None) -> EvalReport:
-    """Run and score every (example, sample); calls to one endpoint are capped by its max_concurrency."""
+             on_result: Callable[[ExampleResult], None] | None = None,
+             hash_example: Callable[[Example], str] = example_hash) -> EvalReport:
+    """Run and score every (example, sample); calls to one endpoint are capped by its max_concurrency.
+
+    `hash_example` gives the content a result depends on (a benchmark whose inputs only name the data,
+    like CP-Bench's, hashes the data itself).
+    """
     executor = Executor(program, models, retrievers)
+    hashes = {ex.id: hash_example(ex) for ex in examples}
     items = [(ex, s) for ex in examples for s in range(samples)]
     t0 = time.perf_counter()
 
     def one(item: tuple[Example, int]) -> ExampleResult:
-        return evaluate_one(executor, item[0], metric, item[1], store)
+        return evaluate_one(executor, item[0], metric, item[1], store, hashes[item[0].id])
 
     def done(_i: int, r: ExampleResult | BaseException) -> None:
         if on_result is not None and isinstance(r, ExampleResult):

@@ -2,7 +2,9 @@
 
 The directory holds `config.json`, `program.json` (the program as evaluated), `results.jsonl` (one
 line per example: outputs, score, feedback, trace; the resume store), `results.json` (summary and
-per-example scores), `report.md`, and `trace.jsonl` when a tracer is installed.
+per-example scores), `report.md`, `provenance.json` (the settings the results were made with), and
+`trace.jsonl` when a tracer is installed. Re-running into the directory resumes only with the same
+settings; otherwise it refuses (`fresh=True` moves the earlier contents aside).
 """
 
 from __future__ import annotations
@@ -11,10 +13,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from triforge.core.provenance import (
+    Fingerprint,
+    file_hash,
+    guard_run_dir,
+    model_settings,
+    refuse_stale_items,
+    stale_items,
+)
 from triforge.core.rundir import RunDir
-from triforge.maestro.bench import open_benchmark
-from triforge.maestro.evaluate import EvalReport, ExampleResult, ResultStore, evaluate
-from triforge.maestro.executor import Models
+from triforge.maestro.bench import Benchmark, open_benchmark
+from triforge.maestro.evaluate import EvalReport, ExampleResult, ResultStore, evaluate, example_hash
+from triforge.maestro.executor import Models, model_for
 from triforge.maestro.program import Program
 
 
@@ -25,9 +35,26 @@ def _describe_models(models: Models) -> dict[str, Any]:
             "base_url": getattr(cfg, "base_url", None)}
 
 
+def models_used(program: Program, models: Models) -> dict[str, Any]:
+    """The reply-changing settings of the default model and of every alias a node names."""
+    aliases = sorted({a for n in program.nodes if (a := getattr(n, "model", None))})
+    return {alias or "(default)": model_settings(model_for(models, alias)) for alias in [None, *aliases]}
+
+
+def settings_fingerprint(program: Program, benchmark: Benchmark, models: Models, *, bench: str,
+                         data: str | None, corpus: str | None, mode: str) -> Fingerprint:
+    """Everything besides the program and the example that can change a result of this run.
+
+    The program and the example content are part of each row's key (program hash, item hash), so other
+    programs and splits share a directory; models, endpoint, decoding, data, corpus and scoring do not.
+    """
+    return Fingerprint.of(kind="maestro run", bench=bench, mode=mode, data=data,
+                          corpus={"path": corpus, "hash": file_hash(corpus)}, models=models_used(program, models))
+
+
 def evaluate_to_dir(program: str | Program | None, bench: str, split: str, models: Models, out: str | Path, *,
                     data: str | None = None, corpus: str | None = None, mode: str = "strict",
-                    limit: int | None = None, jobs: int | None = None, samples: int = 1,
+                    limit: int | None = None, jobs: int | None = None, samples: int = 1, fresh: bool = False,
                     on_start: Callable[[int], None] | None = None,
                     on_result: Callable[[ExampleResult], None] | None = None) -> dict[str, Any]:
     from triforge.maestro.programs import load_program
@@ -39,19 +66,27 @@ def evaluate_to_dir(program: str | Program | None, bench: str, split: str, model
     if limit is not None:
         examples = examples[:limit]
     jobs = jobs or benchmark.default_jobs
+    fp = settings_fingerprint(prog, benchmark, models, bench=bench, data=data, corpus=corpus, mode=mode)
     rd = RunDir(out)
+    moved = guard_run_dir(rd.path, fp, fresh=fresh)
+    store = ResultStore(rd.path / "results.jsonl", stamp=fp.stamp())
+    hash_example = getattr(benchmark, "example_hash", example_hash)
+    current = {ex.id: hash_example(ex) for ex in examples}
+    refuse_stale_items(rd.path, stale_items(
+        {r.example_id: r.item_hash for r in store.rows() if r.program_hash == prog.hash}, current))
     rd.write_config({"bench": bench, "split": split, "data": data, "corpus": corpus, "mode": mode,
                      "limit": limit, "jobs": jobs, "samples": samples, "program": prog.name,
-                     "program_hash": prog.hash, "model": _describe_models(models)})
+                     "program_hash": prog.hash, "model": _describe_models(models), "settings_hash": fp.hash})
     prog.save(rd.path / "program.json")
-    store = ResultStore(rd.path / "results.jsonl")
     if on_start is not None:
         on_start(len(examples) * samples)
     report = evaluate(prog, examples, benchmark.metric, models, retrievers=benchmark.retrievers(), jobs=jobs,
-                      samples=samples, store=store, on_result=on_result)
-    summary = {"bench": bench, "split": split, **report.summary()}
+                      samples=samples, store=store, on_result=on_result, hash_example=lambda ex: current[ex.id])
+    summary = {"bench": bench, "split": split, **report.summary(), **fp.stamp(),
+               "moved_aside": str(moved) if moved else None}
     rd.write_results({"summary": summary, "examples": [
-        {"id": r.example_id, "sample": r.sample, "score": r.score, "error": r.error} for r in report.results]})
+        {"id": r.example_id, "sample": r.sample, "score": r.score, "error": r.error, "item_hash": r.item_hash,
+         "settings_hash": fp.hash, "commit": r.commit or fp.stamp()["commit"]} for r in report.results]})
     rd.write_report(report_md(prog, summary, report))
     return summary
 
