@@ -12,10 +12,12 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from triforge.core.errors import Submitted
 
 if TYPE_CHECKING:
     from triforge.core.config import ModelConfig
@@ -23,6 +25,9 @@ if TYPE_CHECKING:
 
 _current_span: ContextVar[str | None] = ContextVar("triforge_span", default=None)
 _current_agent: ContextVar[str | None] = ContextVar("triforge_agent", default=None)
+# (event, record): event is "start" (a span opened; its record has no end yet) or "end" (written to the file).
+SpanListener = Callable[[str, dict[str, Any]], None]
+_listeners: ContextVar[tuple[SpanListener, ...]] = ContextVar("triforge_span_listeners", default=())
 
 _SECRET_KEYS = re.compile(r"(authorization|api[_-]?key|secret|password|token$)", re.I)
 _SECRET_VALUES = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+[A-Za-z0-9._\-]{8,})")
@@ -56,6 +61,7 @@ class Tracer:
         line = json.dumps(redact(record), ensure_ascii=False, default=str)
         with self._lock, self.path.open("a", encoding="utf-8") as f:
             f.write(line + "\n")
+        _notify("end", record)
 
     def _record(self, name: str, kind: str, start: float, end: float, attrs: dict[str, Any], status: str,
                 span_id: str | None = None, parent: str | None = None) -> dict[str, Any]:
@@ -81,8 +87,13 @@ class Tracer:
         token = _current_span.set(span_id)
         start = time.time()
         status = "ok"
+        _notify("start", {"span_id": span_id, "parent_id": parent, "name": name, "kind": kind, "start": start,
+                          "agent": _current_agent.get(), "attributes": attrs})
         try:
             yield attrs
+        except Submitted:  # handing in the answer ends a step successfully
+            status = "submitted"
+            raise
         except BaseException as e:
             status = f"error: {type(e).__name__}: {str(e)[:300]}"
             raise
@@ -127,6 +138,27 @@ class Tracer:
         self.emit(self._record(f"execute_tool {name}", "tool", end - duration_s, end, attrs, status))
 
 
+def _notify(event: str, record: dict[str, Any]) -> None:
+    for fn in _listeners.get():
+        try:
+            fn(event, record)
+        except Exception:  # noqa: BLE001 - a display must never break the run it shows
+            pass
+
+
+@contextlib.contextmanager
+def listening(fn: SpanListener) -> Iterator[None]:
+    """Call `fn` for every span opened and finished in this context (worker threads of `pmap` included).
+
+    Lets a caller watch a run from outside (progress lines) without touching the code that runs it.
+    """
+    token = _listeners.set((*_listeners.get(), fn))
+    try:
+        yield
+    finally:
+        _listeners.reset(token)
+
+
 @contextlib.contextmanager
 def agent_scope(name: str) -> Iterator[None]:
     token = _current_agent.set(name)
@@ -136,15 +168,41 @@ def agent_scope(name: str) -> Iterator[None]:
         _current_agent.reset(token)
 
 
-def read_spans(run_dir: str | Path) -> list[dict[str, Any]]:
-    """Spans of a run; a torn last line (crash mid-write) is skipped."""
-    path = Path(run_dir) / "trace.jsonl"
-    spans = []
+class CorruptTrace(ValueError):
+    """A trace file with a line that is not a span (other than a torn last line)."""
+
+
+def trace_path(run: str | Path) -> Path:
+    """The trace file of a run: `RUN_DIR/trace.jsonl`, or the path itself when it names a file."""
+    p = Path(run)
+    return p if p.is_file() else p / "trace.jsonl"
+
+
+def read_spans(run: str | Path, *, strict: bool = False) -> list[dict[str, Any]]:
+    """Spans of a run (its directory or its trace file); a torn last line (crash mid-write) is skipped.
+
+    With `strict`, any other line that is not a span raises `CorruptTrace` naming the line; otherwise
+    such lines are skipped.
+    """
+    path = trace_path(run)
+    spans: list[dict[str, Any]] = []
     if not path.is_file():
         return spans
-    for line in path.read_text(encoding="utf-8").splitlines():
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        if strict:
+            raise CorruptTrace(f"{path} is not UTF-8 text (byte {e.start})") from None
+        return spans
+    numbered = [(i, ln) for i, ln in enumerate(lines, 1) if ln.strip()]
+    for k, (i, line) in enumerate(numbered):
         try:
-            spans.append(json.loads(line))
+            rec = json.loads(line)
+            ok = isinstance(rec, dict) and isinstance(rec.get("kind"), str) and isinstance(rec.get("attributes", {}), dict)
         except json.JSONDecodeError:
-            continue
+            rec, ok = None, False
+        if ok:
+            spans.append(rec)
+        elif strict and (k < len(numbered) - 1 or rec is not None or not spans):
+            raise CorruptTrace(f"{path} line {i} is not a triforge span ({line[:60]!r})")
     return spans
