@@ -8,9 +8,11 @@ import time
 import pytest
 
 from triforge.core import context
+from triforge.core.adapter import cut_invented_response
 from triforge.core.budget import Budget, BudgetLimits
 from triforge.core.errors import Submitted
 from triforge.core.react import Agent, AgentConfig, AgentLimits, agent_as_tool
+from triforge.core.small_model import OUTPUT_BLOCK, SmallModelPolicy
 from triforge.core.tools import tool
 from triforge.testing.scripted import ScriptedLLM, ScriptError, call
 
@@ -137,13 +139,17 @@ def test_scripted_model_is_strict():
         ScriptedLLM(["a", "b"]).assert_done()
 
 
+def small(**kw):
+    return SmallModelPolicy(**{"resample_repeats": 0, "forget_repeats": False, **kw})
+
+
 def test_a_repeated_reply_is_asked_for_again_at_a_higher_temperature():
     same = call("add", a=1, b=2)
     llm = ScriptedLLM([same, same, call("add", a=2, b=2), "no tool here", "no tool here", "no tool here",
                        call("submit", answer="4")])
-    agent = Agent(llm, [add, submit], AgentConfig(temperature=0.0, resample_repeats=1, sample=3))
+    agent = Agent(llm, [add, submit], AgentConfig(temperature=0.0, sample=3), policy=small(resample_repeats=1))
     res = agent.run("task")
-    assert res.submitted and res.resampled == 2 and res.summary()["resampled"] == 2
+    assert res.submitted and res.summary()["resampled"] == 2
     # the repeat of the first call was replaced by the re-asked reply; the second repeat of the plain text stood
     assert [m["content"] for m in res.messages if m["role"] == "tool"] == ["3", "4"]
     assert [(r["temperature"], r["sample"]) for r in llm.requests] == [
@@ -152,30 +158,32 @@ def test_a_repeated_reply_is_asked_for_again_at_a_higher_temperature():
     llm.assert_done()
 
 
-def test_repeats_are_left_alone_by_default():
+def test_without_a_policy_the_loop_has_no_small_model_aids():
+    """Every model gets the plain loop: repeats are asked once and run every time, nothing is forgotten,
+    the summary has no aid counters."""
     same = call("add", a=1, b=2)
-    _, res = run([same, same, call("submit", answer="3")])
-    assert res.submitted and res.resampled == 0
-    assert [m["content"] for m in res.messages if m["role"] == "tool"] == ["3", "3"]
+    _, res = run([same, same, same, call("submit", answer="3")])
+    assert res.submitted and "resampled" not in res.summary() and "forgotten" not in res.summary()
+    assert [m["content"] for m in res.messages if m["role"] == "tool"] == ["3", "3", "3"]
 
 
 @pytest.mark.parametrize("native", [True, False])
 def test_a_call_sent_a_third_time_is_taken_out_of_the_context_not_run(native):
     same, other = call("add", a=1, b=2), call("add", a=5, b=5)
+    submit_x = call("submit", answer="x")
     if not native:
         same = '<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>'
         other = '<tool_call>{"name": "add", "arguments": {"b": 5, "a": 5}}</tool_call>'
+        submit_x = '<tool_call>{"name": "submit", "arguments": {"answer": "x"}}</tool_call>'
     seen_at_forget: list[list[dict]] = []
 
     def after_forget(msgs, tools):
         seen_at_forget.append(list(msgs))
         return other
 
-    llm = ScriptedLLM([same, other, same, same, after_forget, same, call("submit", answer="x")] if native else
-                      [same, other, same, same, after_forget, same, '<tool_call>{"name": "submit", "arguments": '
-                       '{"answer": "x"}}</tool_call>'], native_tools=native)
-    res = Agent(llm, [add, submit], AgentConfig(forget_repeats=True)).run("task")
-    assert res.submitted and res.forgotten == 2 and res.summary()["forgotten"] == 2
+    llm = ScriptedLLM([same, other, same, same, after_forget, same, submit_x], native_tools=native)
+    res = Agent(llm, [add, submit], policy=small(forget_repeats=True)).run("task")
+    assert res.submitted and res.summary()["forgotten"] == 2
     results = [m["content"] for m in res.messages if m["role"] == "tool" or "<tool_response" in m["content"]]
     # `same` ran twice and its exchanges left at its third send (and its fourth); both of `other`'s stayed
     assert len(results) == 2 and all("10" in r for r in results)
@@ -184,12 +192,46 @@ def test_a_call_sent_a_third_time_is_taken_out_of_the_context_not_run(native):
         "the forgotten call's exchanges must leave the context"
     note = ctx[-1]
     assert note["role"] == "user" and "sent the same call 3 times" in note["content"]
-    assert "ended with: 3" in note["content"] and "not run again" in note["content"]
+    assert "not run" in note["content"] and "3" not in note["content"].replace("3 times", "")
     notes = [m["content"] for m in res.messages if m["role"] == "user" and "sent the same call" in m["content"]]
-    assert len(notes) == 1 and "4 times" in notes[0] and "ended with: 3" in notes[0], "one note per call, the latest"
+    assert len(notes) == 1 and "4 times" in notes[0], "one note per call, the latest"
     assert "sent the same call 4 times" in res.messages[-2]["content"]  # at the end, then the submit reply
     assert res.steps == 7
     llm.assert_done()
+
+
+def test_a_forgotten_call_never_reports_a_result_it_did_not_observe():
+    """Issue 17 item 3: in a persistent kernel the same cell gives another result once the state changed.
+    The model read `x = 1` when x was 2; now it reads no result for a call that did not run."""
+    ns = {"x": 1}
+
+    @tool
+    def python_exec(code: str) -> str:
+        """Run code in a persistent namespace.
+
+        Args:
+            code: source
+        """
+        import contextlib
+        import io
+
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            exec(code, ns)  # noqa: S102 - test tool
+        return buf.getvalue()
+
+    show, change = call("python_exec", code="print('x =', x)"), call("python_exec", code="x = 2")
+    seen: list[str] = []
+
+    def look(msgs, tools):
+        seen.append(json.dumps(msgs))
+        return call("submit", answer="x")
+
+    llm = ScriptedLLM([show, show, change, show, look])
+    res = Agent(llm, [python_exec, submit], policy=small(forget_repeats=True)).run("task")
+    assert res.submitted and res.summary()["forgotten"] == 1 and ns["x"] == 2
+    assert "x = 1" not in seen[0], "a result from before the state changed was reported as this call's"
+    assert "not run" in seen[0]
 
 
 def test_forgetting_one_call_keeps_the_note_of_another_that_followed_its_exchange():
@@ -203,18 +245,11 @@ def test_forgetting_one_call_keeps_the_note_of_another_that_followed_its_exchang
     # a runs, b runs twice and is forgotten at its third send (its note follows a's exchange), a runs again
     # and is forgotten at its third send: b's note must stay
     llm = ScriptedLLM([a, b, b, b, a, a, look])
-    res = Agent(llm, [add, submit], AgentConfig(forget_repeats=True)).run("task")
-    assert res.submitted and res.forgotten == 2
+    res = Agent(llm, [add, submit], policy=small(forget_repeats=True)).run("task")
+    assert res.submitted and res.summary()["forgotten"] == 2
     notes = [m["content"] for m in seen[0] if m["role"] == "user" and "sent the same call" in m["content"]]
-    assert len(notes) == 2 and "ended with: 10" in notes[0] and "ended with: 3" in notes[1]
+    assert len(notes) == 2 and "3 times" in notes[0] and "3 times" in notes[1]
     assert not any(m["role"] in ("assistant", "tool") for m in seen[0][1:]), "every exchange was forgotten"
-
-
-def test_repeats_stay_in_the_context_by_default():
-    same = call("add", a=1, b=2)
-    _, res = run([same, same, same, call("submit", answer="3")])
-    assert res.submitted and res.forgotten == 0
-    assert [m["content"] for m in res.messages if m["role"] == "tool"] == ["3", "3", "3"]
 
 
 SUBMIT_DONE = '<tool_call>{"name": "submit", "arguments": {"answer": "done"}}</tool_call>'
@@ -238,10 +273,10 @@ def python_exec(code: str) -> str:
     return buf.getvalue()
 
 
-def _code_agent(llm):
+def _code_agent(llm, policy=None, **config):
     from triforge.core.tools import ToolSet
 
-    return Agent(llm, ToolSet([python_exec, submit], code_tool="python_exec"), AgentConfig())
+    return Agent(llm, ToolSet([python_exec, submit], code_tool="python_exec"), AgentConfig(**config), policy=policy)
 
 
 def test_a_tool_response_the_model_invents_is_cut_off_by_the_stop_string():
@@ -249,7 +284,7 @@ def test_a_tool_response_the_model_invents_is_cut_off_by_the_stop_string():
     `<tool_response` as a stop string; the real result then comes from the real tool."""
     llm = ScriptedLLM([INVENTED, SUBMIT_DONE], native_tools=False)
     res = _code_agent(llm).run("task")
-    assert llm.requests[0]["stop"] == ["<tool_response", "```output"]
+    assert llm.requests[0]["stop"] == ["<tool_response"]  # the protocol's own result tag, for every model
     assert res.cut_replies == 1 and res.format_errors == 0 and res.output == "done"
     assert res.messages[2]["content"].endswith("print(1 + 2)\n```")  # the fence the cut left open is closed
     assert res.messages[3]["content"] == '<tool_response name="python_exec">\n3\n\n</tool_response>'
@@ -268,15 +303,13 @@ def test_a_server_that_ignores_stop_is_cut_on_the_client():
 
     with FakeOpenAIServer([INVENTED, '<tool_call>{"name": "submit", "arguments": {"answer": "ok"}}</tool_call>']) as srv:
         cfg = ModelConfig(model="fake", base_url=srv.base_url, native_tools=False, timeout_s=5)
-        res = _code_agent(OpenAICompatLLM("fake", cfg)).run("task")
-        assert srv.requests[0]["stop"] == ["<tool_response", "```output"]
+        res = _code_agent(OpenAICompatLLM("fake", cfg), small()).run("task")
+        assert srv.requests[0]["stop"] == ["<tool_response", OUTPUT_BLOCK]
     assert res.cut_replies == 1 and res.output == "ok"
     assert "Great, the answer is 3" not in json.dumps(res.messages)
 
 
 def test_cut_invented_response_closes_only_what_it_left_open():
-    from triforge.core.react import cut_invented_response
-
     assert cut_invented_response("plain answer") == ("plain answer", False)
     assert cut_invented_response("```python\nx = 1\n```\nok") == ("```python\nx = 1\n```\nok", False)
     assert cut_invented_response("```python\nx = 1\n```\n<tool_response>x") == ("```python\nx = 1\n```\n", True)
@@ -309,7 +342,7 @@ def test_a_reply_cut_at_the_token_limit_is_told_so_over_http():
         from triforge.core.tools import ToolSet
 
         agent = Agent(OpenAICompatLLM("fake", cfg), ToolSet([python_exec, submit], code_tool="python_exec"),
-                      AgentConfig(max_tokens_per_call=768))
+                      AgentConfig(max_tokens_per_call=768), policy=small())
         res = agent.run("task")
     assert res.output == "ok" and res.format_errors == 2
     told = [m["content"] for m in res.messages if m["role"] == "user" and m["content"].startswith("Format error")]
@@ -317,23 +350,21 @@ def test_a_reply_cut_at_the_token_limit_is_told_so_over_http():
     assert "cut at" not in told[1] and "no tool call" in told[1]  # a reply that simply lacks a call
 
 
-def test_the_length_cut_message_can_be_switched_off():
-    llm = ScriptedLLM([{"content": CUT_AT_LIMIT, "finish_reason": "length"}, SUBMIT_DONE], native_tools=False)
-    from triforge.core.tools import ToolSet
-
-    res = Agent(llm, ToolSet([python_exec, submit], code_tool="python_exec"),
-                AgentConfig(explain_length_cut=False)).run("task")
-    assert res.format_errors == 1 and "no tool call" in res.messages[3]["content"]
+def test_the_length_cut_message_is_the_policy_s_alone():
     llm = ScriptedLLM([{"content": CUT_AT_LIMIT, "finish_reason": "length"}, SUBMIT_DONE], native_tools=False)
     res = _code_agent(llm).run("task")
+    assert res.format_errors == 1 and "no tool call" in res.messages[3]["content"]
+    llm = ScriptedLLM([{"content": CUT_AT_LIMIT, "finish_reason": "length"}, SUBMIT_DONE], native_tools=False)
+    res = _code_agent(llm, small(explain_length_cut=False)).run("task")
+    assert "no tool call" in res.messages[3]["content"]
+    llm = ScriptedLLM([{"content": CUT_AT_LIMIT, "finish_reason": "length"}, SUBMIT_DONE], native_tools=False)
+    res = _code_agent(llm, small()).run("task")
     assert "cut at the server's token limit" in res.messages[3]["content"]
 
 
 def test_an_invented_response_right_after_an_opening_fence_is_a_format_error_that_says_why():
     """What the 1.5B model did: it opened a python fence and wrote `<tool_response name="explain_infeasible">`
     straight away. Running the empty block would waste a step; the model is told what went wrong instead."""
-    from triforge.core.react import cut_invented_response
-
     assert cut_invented_response('```python\n<tool_response name="x">\n') == ("", True)
     assert cut_invented_response('Fix:\n```python\n<tool_response name="x">') == ("Fix:", True)
     llm = ScriptedLLM(['```python\n<tool_response name="explain_infeasible">\nnone\n</tool_response>', SUBMIT_DONE],
@@ -350,10 +381,11 @@ def test_an_invented_output_block_is_cut_so_only_the_first_program_runs():
     block = "```python\nprint('{\"x\": 7}')\n```\n"
     reply = f"Let's compute.\n{block}```output\n{{\"error\": 1}}\n```\nThat failed; again.\n{block}```output\n1\n```\n"
     llm = ScriptedLLM([reply, SUBMIT_DONE], native_tools=False)
-    res = _code_agent(llm).run("task")
+    res = _code_agent(llm, small()).run("task")
+    assert llm.requests[0]["stop"] == ["<tool_response", OUTPUT_BLOCK]
     assert res.format_errors == 0  # the scripted model honours `stop` as llama.cpp does: cut before the loop sees it
     assert res.messages[2]["content"] == "Let's compute.\n" + block
     assert res.messages[3]["content"] == '<tool_response name="python_exec">\n{"x": 7}\n\n</tool_response>'
-    from triforge.core.react import cut_invented_response
-
-    assert cut_invented_response(reply) == ("Let's compute.\n" + block, True)  # a server that ignores `stop`
+    # a server that ignores `stop`
+    assert cut_invented_response(reply, ("<tool_response", OUTPUT_BLOCK)) == ("Let's compute.\n" + block, True)
+    assert cut_invented_response(reply)[1] is False  # without the policy a ```output block is the model's text

@@ -101,23 +101,27 @@ def test_cli_main_job_flags_with_a_text_protocol_model(tmp_path):
             f'[models.weak]\nmodel = "m"\nbase_url = "{srv.base_url}"\nnative_tools = false\nmax_retries = 0\n')
         r = subprocess.run(
             [sys.executable, "-m", "triforge.cli.app", "cpagent", "solve", "--data", str(examples), "--problem",
-             "two_numbers", "--model", "weak", "--out", str(tmp_path / "run"), "--max-steps", "6", "--auto-submit",
-             "--resample-repeats", "2", "--preload-imports"], capture_output=True, text=True, timeout=180, cwd=tmp_path)
+             "two_numbers", "--model", "weak", "--out", str(tmp_path / "run"), "--max-steps", "6",
+             "--profile", "small-model"], capture_output=True, text=True, timeout=180, cwd=tmp_path)
         assert all(body["stop"] == ["<tool_response", "```output"] for body in srv.requests)
         assert [b.get("temperature") for b in srv.requests] == [None, None, 0.8]
     assert r.returncode == 0, r.stdout + r.stderr
     rec = json.loads((tmp_path / "run" / "results.json").read_text())
     assert rec["grade"]["status"] == "correct" and rec["auto_submitted"]
     assert (rec["cut_replies"], rec["resampled"], rec["steps"]) == (1, 1, 2)
-    assert json.loads((tmp_path / "run" / "config.json").read_text())["forget_repeats"] is True  # the default
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["small_model"]["forget_repeats"] is True
 
 
-def test_cli_keep_repeats_is_recorded(tmp_path):
+def test_cli_profile_is_recorded_and_an_unknown_one_is_one_line(tmp_path):
     f = tmp_path / "p.md"
     f.write_text("Pick x in 1..3.\nOutput keys: x\n")
     (tmp_path / "triforge.toml").write_text('[models.down]\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\nmax_retries = 0\n')
     r = subprocess.run([sys.executable, "-m", "triforge.cli.app", "cpagent", "solve", "--file", str(f), "--model", "down",
-                        "--keep-repeats", "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=60,
+                        "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=60,
                        cwd=tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert json.loads((tmp_path / "run" / "config.json").read_text())["forget_repeats"] is False
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["small_model"] is None  # the default
+    r = subprocess.run([sys.executable, "-m", "triforge.cli.app", "cpagent", "solve", "--file", str(f), "--model", "down",
+                        "--profile", "tiny", "--out", str(tmp_path / "run2")], capture_output=True, text=True,
+                       timeout=60, cwd=tmp_path)
+    assert r.returncode == 2 and "unknown profile 'tiny'" in r.stderr and "Traceback" not in r.stderr

@@ -9,43 +9,30 @@ from typing import Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from triforge.cli.common import console
+from triforge.cli.common import BaseUrlOpt, KeyEnvOpt, ModelOpt, ProfileOpt, console, console_err
 from triforge.core import context
 from triforge.core.budget import Budget, BudgetLimits
 from triforge.core.cache import open_cache
 from triforge.core.errors import UserError
 from triforge.core.llm import get_llm
 from triforge.core.react import AgentLimits
-from triforge.cpagent.agent import PRELOAD_IMPORTS, CPAgentConfig
+from triforge.cpagent.agent import CPAgentConfig
+from triforge.cpagent.small_model import apply_profile
 from triforge.cpagent.task import CPTask, task_from_file, task_from_problem
 
-ModelOpt = typer.Option(None, "--model", "-m", help="Model alias (triforge.toml), or a raw name with --base-url.")
-BaseUrlOpt = typer.Option(None, "--base-url", help="OpenAI-compatible base URL.")
-KeyEnvOpt = typer.Option(None, "--api-key-env", help="Environment variable holding the API key.")
 PromptOpt = typer.Option(None, "--project-prompt", help="Jinja template replacing the built-in CPMpy guide.")
-AutoSubmitOpt = typer.Option(
-    False, "--auto-submit",
-    help="Hand in a cell that prints exactly one solution-shaped JSON object (fresh-checked): for weak models.")
-ResampleOpt = typer.Option(
-    0, "--resample-repeats", min=0,
-    help="Re-ask a reply identical to an earlier one, up to N times, at temperature 0.8 (small models loop).")
-ForgetOpt = typer.Option(
-    True, "--forget-repeats/--keep-repeats",
-    help="A call sent a third time unchanged is not run; its earlier exchanges leave the context (small models copy).")
-PreloadOpt = typer.Option(
-    False, "--preload-imports", help="Import json, cpmpy as cp and numpy as np in the kernel before the first step.")
 CacheOpt = typer.Option(None, "--cache", help="Response cache: off, rw or replay (default: triforge.toml's `cache`).")
+FreshOpt = typer.Option(False, "--fresh", help="Start afresh: earlier contents of --out are moved into "
+                                              "--out/previous-<time>/ (nothing is deleted).")
 
 
 def _config(max_steps: int, max_tokens: int | None, max_cost: float | None, max_wall: float | None,
-            project_prompt: Path | None, fresh_check: bool, auto_submit: bool = False, resample: int = 0,
-            preload: bool = False, forget: bool = True) -> CPAgentConfig:
+            project_prompt: Path | None, fresh_check: bool, profile: str = "default") -> CPAgentConfig:
     if project_prompt is not None and not project_prompt.is_file():
         raise UserError(f"project prompt {project_prompt} not found")
-    return CPAgentConfig(
+    return apply_profile(CPAgentConfig(
         limits=AgentLimits(max_steps=max_steps, max_tokens=max_tokens, max_cost_usd=max_cost, max_wall_s=max_wall),
-        project_prompt=project_prompt, fresh_check=fresh_check, auto_submit=auto_submit, resample_repeats=resample,
-        forget_repeats=forget, kernel_preamble=PRELOAD_IMPORTS if preload else "")
+        project_prompt=project_prompt, fresh_check=fresh_check), profile)
 
 
 @contextlib.contextmanager
@@ -87,11 +74,9 @@ def solve(
     max_cost: float = typer.Option(None, "--max-cost", help="USD limit."),
     max_wall: float = typer.Option(None, "--max-wall", help="Wall-time limit in seconds."),
     no_fresh_check: bool = typer.Option(False, "--no-fresh-check", help="Accept submissions unchecked (ablation)."),
-    auto_submit: bool = AutoSubmitOpt,
-    resample: int = ResampleOpt,
-    forget: bool = ForgetOpt,
-    preload: bool = PreloadOpt,
+    profile: str = ProfileOpt,
     cache: str = CacheOpt,
+    fresh: bool = FreshOpt,
 ) -> None:
     """Solve one constraint problem with the agent; graded strictly on every instance when --data is given."""
     from triforge.cpagent.solve import solve_task
@@ -100,16 +85,18 @@ def solve(
         raise UserError("--data needs --problem ID (or use `cpagent bench` for many problems)")
     [task] = _tasks(data, [problem] if problem else None, file)
     config = _config(max_steps, max_tokens, max_cost, max_wall, project_prompt, not no_fresh_check,
-                     auto_submit, resample, preload, forget)
+                     profile)
     with _llm(model, base_url, api_key_env, cache) as llm:
         console.print(f"cpagent on [bold]{task.id}[/] with model [bold]{llm.alias}[/] ({llm.config.model})")
-        rec = solve_task(task, llm, out, config=config)
+        rec = solve_task(task, llm, out, config=config, fresh=fresh)
     g = rec.get("grade", {})
     console.print(f"agent: {rec['status']} after {rec['steps']} steps; grade: [bold]{g.get('status')}[/]")
     for reason in g.get("reasons", [])[:5]:
         console.print(f"  - {reason}")
     files = [f for f in ("solution.py", "solution.json", "trace.html", "report.md") if (out / f).is_file()]
     console.print(f"run directory: {out} ({', '.join(files)})")
+    if rec.get("moved_aside"):
+        console.print(f"earlier contents moved to {rec['moved_aside']}")
     if rec["status"] == "endpoint_error":
         console.print("[red]the endpoint failed; the run directory is intact: re-run the same command to resume[/]")
         raise typer.Exit(2)
@@ -131,18 +118,16 @@ def bench(
     max_wall: float = typer.Option(None, "--max-wall", help="Wall-time limit per problem in seconds."),
     budget_usd: float = typer.Option(None, "--budget-usd", help="Hard USD limit for the whole benchmark."),
     no_fresh_check: bool = typer.Option(False, "--no-fresh-check", help="Accept submissions unchecked (ablation)."),
-    auto_submit: bool = AutoSubmitOpt,
-    resample: int = ResampleOpt,
-    forget: bool = ForgetOpt,
-    preload: bool = PreloadOpt,
+    profile: str = ProfileOpt,
     cache: str = CacheOpt,
+    fresh: bool = FreshOpt,
 ) -> None:
     """Run the agent on every problem (x seeds) in parallel, grade strictly, write reports."""
     from triforge.cpagent.bench import run_bench
 
     tasks = _tasks(data, problems, None)
     config = _config(max_steps, max_tokens, max_cost, max_wall, project_prompt, not no_fresh_check,
-                     auto_submit, resample, preload, forget)
+                     profile)
     budget = Budget(BudgetLimits(max_usd=budget_usd)) if budget_usd else None
     with _llm(model, base_url, api_key_env, cache) as llm, Progress(
         TextColumn("[bold]cpagent bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -155,10 +140,18 @@ def bench(
         def done(key: str, rec: dict[str, Any]) -> None:
             progress.update(bar, advance=1, description=f"{key}: {rec.get('grade', {}).get('status')}")
 
-        summary = run_bench(tasks, llm, out, seeds=seeds, jobs=jobs, config=config, budget=budget, on_done=done)
+        summary = run_bench(tasks, llm, out, seeds=seeds, jobs=jobs, config=config, budget=budget, on_done=done,
+                            data=data, fresh=fresh)
     k = summary["seeds"]
     console.print(f"pass@1 {summary['pass_at_1']:.1%}  pass^{k} {summary[f'pass^{k}']:.1%}  grades {summary['grades']}")
     console.print(f"reports: {out}/report.md, {out}/report.html, {out}/results.json")
+    if summary.get("moved_aside"):
+        console.print(f"earlier contents moved to {summary['moved_aside']}")
+    if summary["unfinished"]:
+        from triforge.cpagent.bench import unfinished_text
+
+        console_err.print(f"[red]{unfinished_text(summary['unfinished'])}[/]")
+        raise typer.Exit(2 if "endpoint_error" in summary["unfinished"] else 1)
 
 
 def _finished(out: Path) -> int:

@@ -1,28 +1,30 @@
 """The ReAct loop: ask the model, run the tools it calls, feed back what they return, until a tool submits.
 
 Control flow is by exceptions (`Submitted`, `LimitsExceeded`, `BudgetExceeded`, `FormatError`),
-raised where they happen and handled here, in `Agent.run`.
+raised where they happen and handled here, in `Agent.run`. Message formats and parsing belong to the
+adapter (`triforge.core.adapter`); aids for weak models are an opt-in `LoopPolicy`
+(`triforge.core.small_model`), never the loop's defaults.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from triforge.core import context
+from triforge.core.adapter import ChatAdapter
 from triforge.core.errors import BudgetExceeded, EndpointError, FormatError, LimitsExceeded, Submitted
 from triforge.core.llm import LLM, Completion, Usage
 from triforge.core.proc import cap_text
-from triforge.core.tools import Call, Tool, ToolSet, tool_calls_for
+from triforge.core.tools import Call, Tool, ToolSet
 from triforge.core.trace import agent_scope
 
 __all__ = [
-    "Agent", "AgentConfig", "AgentLimits", "AgentResult", "agent_as_tool",
+    "Agent", "AgentConfig", "AgentLimits", "AgentResult", "LoopPolicy", "agent_as_tool",
     "Submitted", "LimitsExceeded", "BudgetExceeded", "FormatError",
 ]
 
@@ -44,25 +46,48 @@ class AgentConfig:
     max_tokens_per_call: int | None = None
     observation_limit: int = 10_000  # characters of tool output sent back per call
     sample: int = 0  # sample index: repeated runs (seeds) stay distinct in the response cache
-    # A reply identical to an earlier one in the run is asked for again, up to this many times, at
-    # `resample_temperature`: at temperature 0 a small model otherwise loops on the same reply.
-    resample_repeats: int = 0
-    resample_temperature: float = 0.8
-    # A malformed reply that stopped at the per-reply token limit is told so (and to write shorter
-    # replies) instead of the generic "no tool call": the model cannot see where its reply was cut.
-    explain_length_cut: bool = True
-    # A call sent a third time, unchanged, is not run: every earlier exchange that sent it leaves the context,
-    # replaced by one note with the result it gave. A small model copies code it can still see: replayed at 12
-    # dead ends, Qwen2.5-Coder-1.5B resent the code 12 times as run, once with it forgotten
-    # (benchmarks/results/local-model-repeat-replay-2026-12-04.md). cpagent turns it on.
-    forget_repeats: bool = False
 
 
-RESAMPLE_OFFSET = 1000  # sample indices of re-asked replies: sample + RESAMPLE_OFFSET * attempt
-# Text protocol: tool results come back as `<tool_response ...>` blocks. A small model goes on to write
-# those itself, or the code's output in a ```output block (Qwen2.5-Coder's notebook habit), and then
-# answers its own invention; its reply is cut where it starts one.
-INVENTED_RESULT_MARKERS = ("<tool_response", "```output")
+class LoopPolicy:
+    """The hooks through which an opt-in policy changes the loop; each default leaves the loop as it is.
+
+    A policy object serves one run at a time (`start` resets it). Hooks, in the order the loop calls them:
+
+    * `stop_strings()`: extra markers of a result the model writes itself (text protocol only): sent as
+      stop strings, and the reply is cut there on the client too.
+    * `choose(comp, ask)`: the reply to act on; `ask(temperature, offset)` asks the model again at
+      `temperature` with sample index `AgentConfig.sample + offset` (offsets keep re-asks apart in the cache).
+    * `format_error(error, comp, limit)`: the message for a malformed reply, or None for the loop's own.
+    * `before_calls(messages, calls)`: False when the policy answered the step itself instead of running
+      the calls (it may then edit `messages`, but must never report a result that was not observed).
+    * `observation(call, text)`: the tool result as the model reads it.
+    * `after_step(messages, first)`: the step's messages are `messages[first:]`.
+    * `counts()`: counters for the run's summary.
+    """
+
+    def start(self) -> None:
+        pass
+
+    def stop_strings(self) -> tuple[str, ...]:
+        return ()
+
+    def choose(self, comp: Completion, ask: Callable[[float | None, int], Completion]) -> Completion:
+        return comp
+
+    def format_error(self, error: FormatError, comp: Completion, limit: int | None) -> str | None:
+        return None
+
+    def before_calls(self, messages: list[dict[str, Any]], calls: list[Call]) -> bool:
+        return True
+
+    def observation(self, call: Call, text: str) -> str:
+        return text
+
+    def after_step(self, messages: list[dict[str, Any]], first: int) -> None:
+        pass
+
+    def counts(self) -> dict[str, int]:
+        return {}
 
 
 @dataclass
@@ -75,9 +100,8 @@ class AgentResult:
     cost_usd: float = 0.0
     wall_s: float = 0.0
     format_errors: int = 0
-    resampled: int = 0  # replies asked for again because they repeated an earlier reply
-    forgotten: int = 0  # calls sent a third time and taken out of the context instead (forget_repeats)
-    cut_replies: int = 0  # text-protocol replies that went on to write a tool response themselves
+    cut_replies: int = 0  # text-protocol replies cut where the model began writing a result itself
+    policy: dict[str, int] = field(default_factory=dict)  # the policy's counters (LoopPolicy.counts)
     messages: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -89,7 +113,7 @@ class AgentResult:
             "status": self.status, "message": self.message, "steps": self.steps,
             "input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens,
             "cost_usd": self.cost_usd, "wall_s": round(self.wall_s, 3), "format_errors": self.format_errors,
-            "resampled": self.resampled, "forgotten": self.forgotten, "cut_replies": self.cut_replies,
+            "cut_replies": self.cut_replies, **self.policy,
         }
 
 
@@ -102,30 +126,24 @@ class Agent:
         *,
         name: str = "agent",
         run_dir: str | Path | None = None,
+        policy: LoopPolicy | None = None,
     ) -> None:
         self.llm = llm
         self.tools = tools if isinstance(tools, ToolSet) else ToolSet(tools)
         self.config = config or AgentConfig()
         self.name = name
         self.run_dir = Path(run_dir) if run_dir else None
-        self.native = bool(getattr(llm.config, "native_tools", True))
-
-    def _system_prompt(self) -> str:
-        if self.native:
-            return self.config.system
-        return f"{self.config.system}\n\n{self.tools.text_protocol()}"
+        self.policy = policy or LoopPolicy()
+        self.adapter = ChatAdapter(self.tools, native=bool(getattr(llm.config, "native_tools", True)),
+                                   result_markers=self.policy.stop_strings())
 
     def run(self, task: str) -> AgentResult:
         res = AgentResult(status="running")
-        res.messages = [{"role": "system", "content": self._system_prompt()}, {"role": "user", "content": task}]
+        res.messages = [{"role": "system", "content": self.adapter.system(self.config.system)},
+                        {"role": "user", "content": task}]
         t0 = time.monotonic()
         consecutive_format_errors = 0
-        seen: set[str] = set()  # the replies so far, for resampling repeats
-        # id of each assistant message in the context -> the calls it sent; of each forget note -> the calls it
-        # stands for (ids are dropped with their messages: a freed dict's id can come back for another)
-        self._calls_of: dict[int, str] = {}
-        self._sends: Counter[str] = Counter()  # the calls -> how often the model sent them
-        self._last_result: dict[str, str] = {}  # the calls -> what they returned the last time they ran
+        self.policy.start()
         tracer = context.tracer()
         with agent_scope(self.name):
             try:
@@ -134,9 +152,9 @@ class Agent:
                     res.steps += 1
                     if tracer:
                         with tracer.span("agent.step", kind="step", **{"triforge.step": res.steps}):
-                            ok = self._step(res, seen)
+                            ok = self._step(res)
                     else:
-                        ok = self._step(res, seen)
+                        ok = self._step(res)
                     consecutive_format_errors = 0 if ok else consecutive_format_errors + 1
                     self._save(res)
                     if consecutive_format_errors >= self.config.limits.max_format_errors:
@@ -151,6 +169,7 @@ class Agent:
                 res.status, res.message = "endpoint_error", str(e)
             finally:
                 res.wall_s = time.monotonic() - t0
+                res.policy = self.policy.counts()
                 self._save(res)
         return res
 
@@ -166,90 +185,44 @@ class Agent:
         if lim.max_wall_s is not None and time.monotonic() - t0 >= lim.max_wall_s:
             raise LimitsExceeded(f"wall-time limit reached ({lim.max_wall_s:g} s)")
 
-    def _ask(self, res: AgentResult, temperature: float | None, sample: int) -> tuple[Completion, bool]:
-        """One model call; True with it when the reply was cut at an invented result (text protocol)."""
-        comp = self.llm.complete(
-            res.messages,
-            tools=self.tools.schemas() if self.native else None,
-            temperature=temperature,
-            max_tokens=self.config.max_tokens_per_call,
-            sample=sample,
-            stop=None if self.native else list(INVENTED_RESULT_MARKERS),
-        )
+    def _ask(self, res: AgentResult, temperature: float | None, sample: int) -> Completion:
+        comp = self.llm.complete(res.messages, temperature=temperature, max_tokens=self.config.max_tokens_per_call,
+                                 sample=sample, **self.adapter.request())
         res.usage.input_tokens += comp.usage.input_tokens
         res.usage.output_tokens += comp.usage.output_tokens
         res.cost_usd += comp.cost_usd
-        if self.native or not comp.content or comp.finish_reason == "length":
-            return comp, False
-        # Cut here, or by a server honouring `stop` (finish_reason "stop", a code fence left open).
-        text, cut = cut_invented_response(comp.content)
-        cut = cut or text != comp.content
-        res.cut_replies += cut
-        comp.content = text
-        return comp, cut
+        self._cut = self.adapter.read(comp)  # whether the reply acted on was cut at an invented result
+        res.cut_replies += self._cut
+        return comp
 
-    def _step(self, res: AgentResult, seen: set[str]) -> bool:
+    def _step(self, res: AgentResult) -> bool:
         """One model call and the tools it asks for; False when the reply was malformed."""
-        comp, cut = self._ask(res, self.config.temperature, self.config.sample)
-        for attempt in range(1, self.config.resample_repeats + 1):
-            if _signature(comp) not in seen:
-                break
-            res.resampled += 1
-            comp, cut = self._ask(res, self.config.resample_temperature,
-                                  self.config.sample + RESAMPLE_OFFSET * attempt)
-        seen.add(_signature(comp))
+        first = len(res.messages)
+        comp = self.policy.choose(self._ask(res, self.config.temperature, self.config.sample),
+                                  lambda t, offset: self._ask(res, t, self.config.sample + offset))
+        cut = self._cut
         try:
-            calls = self.tools.parse(comp, native=self.native)
+            calls = self.adapter.parse(comp)
         except FormatError as e:
             res.format_errors += 1
-            res.messages.append({"role": "assistant", "content": comp.content or ""})
+            res.messages.append(self.adapter.assistant(comp))
             res.messages.append({"role": "user", "content": self._format_error_message(e, comp, cut)})
+            self.policy.after_step(res.messages, first)
             return False
-        key = _calls_key(calls)
-        self._sends[key] += 1
-        if self.config.forget_repeats and self._sends[key] >= 3:
-            self._forget(res, key)
-            return True
-        msg: dict[str, Any] = {"role": "assistant", "content": comp.content or ""}
-        self._calls_of[id(msg)] = key
-        if self.native:
-            msg["tool_calls"] = [tc.as_message_part() for tc in tool_calls_for(calls)]
-        res.messages.append(msg)
-        results = []
-        for call in calls:
-            results.append(self._execute(call))
-            self._observe(res, call, results[-1])
-        self._last_result[key] = "\n".join(results)
+        if self.policy.before_calls(res.messages, calls):
+            res.messages.append(self.adapter.assistant(comp, calls))
+            for call in calls:
+                text = self.policy.observation(call, self._execute(call))
+                res.messages.append(self.adapter.observation(call, text))
+            self.policy.after_step(res.messages, first)
         return True
 
-    def _forget(self, res: AgentResult, key: str) -> None:
-        """Take every exchange that sent the calls `key` out of the context, and an earlier note for them:
-        one note at the end says how often they were sent and what they gave."""
-        kept: list[dict[str, Any]] = []
-        dropping = False
-        for m in res.messages:
-            calls = self._calls_of.get(id(m))
-            if m["role"] == "assistant" or calls is not None:  # a reply starts an exchange, a note is one alone
-                dropping = calls == key
-            if dropping:
-                self._calls_of.pop(id(m), None)
-            else:
-                kept.append(m)
-        res.messages[:] = kept
-        res.forgotten += 1
-        note = {"role": "user", "content": forget_note(self._sends[key], self._last_result.get(key, ""))}
-        self._calls_of[id(note)] = key
-        res.messages.append(note)
-
     def _format_error_message(self, error: FormatError, comp: Completion, cut: bool) -> str:
-        if comp.finish_reason == "length" and self.config.explain_length_cut:
-            limit = self.config.max_tokens_per_call
-            at = f"the limit of {limit} tokens per reply" if limit else "the server's token limit"
-            return (f"Format error: your reply was cut at {at} before it was complete, so nothing ran. "
-                    "Write shorter replies: split the work over several calls (the kernel keeps variables "
-                    "between calls), and do not repeat data or code that an earlier call already defined.")
-        hint = (" (Your reply was cut where you began writing a result yourself (a <tool_response> or "
-                "```output block): results come only from the harness, after your call.)") if cut else ""
+        told = self.policy.format_error(error, comp, self.config.max_tokens_per_call)
+        if told is not None:
+            return told
+        hint = (" (Your reply was cut where you began writing a result yourself: results come only from the "
+                "harness, after your call.)") if cut else ""
         return f"Format error: {error}{hint}"
 
     def _execute(self, call: Call) -> str:
@@ -275,14 +248,6 @@ class Agent:
             tracer.tool_span(call.tool.name, call.arguments, text, time.perf_counter() - t0, status, call.id)
         return text
 
-    def _observe(self, res: AgentResult, call: Call, text: str) -> None:
-        if self.native:
-            res.messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
-        else:
-            res.messages.append(
-                {"role": "user", "content": f"<tool_response name=\"{call.tool.name}\">\n{text}\n</tool_response>"}
-            )
-
     def _save(self, res: AgentResult) -> None:
         if self.run_dir is None:
             return
@@ -292,42 +257,6 @@ class Agent:
         tmp.write_text(json.dumps({"summary": res.summary(), "messages": res.messages}, indent=1,
                                   ensure_ascii=False, default=str))
         tmp.replace(path)
-
-
-def _calls_key(calls: list[Call]) -> str:
-    """What makes two replies send the same calls (surrounding whitespace in string arguments aside)."""
-    return json.dumps([(c.tool.name, {k: v.strip() if isinstance(v, str) else v for k, v in c.arguments.items()})
-                       for c in calls], sort_keys=True, default=str)
-
-
-def forget_note(times: int, result: str) -> str:
-    """What the model reads instead of a call it sent `times` times (see AgentConfig.forget_repeats)."""
-    lines = [x for x in result.replace("</tool_response>", "").splitlines() if x.strip()]
-    return (f"[You sent the same call {times} times; the last time it ran, its result ended with: "
-            f"{lines[-1].strip()[:300] if lines else '(no output)'}\nIt has been taken out of this conversation "
-            "and was not run again; what it defined still exists. Write a different call that avoids that result.]")
-
-
-def cut_invented_response(text: str) -> tuple[str, bool]:
-    """The reply up to a tool response the model wrote itself (True if one was cut), with a code fence
-    left open closed again (a reply cut short by max_tokens is not passed here: its code is unfinished)."""
-    k = min((i for i in (text.find(m) for m in INVENTED_RESULT_MARKERS) if i >= 0), default=-1)
-    cut = k >= 0
-    if cut:
-        text = text[:k]
-    lines = text.splitlines()
-    fences = [i for i, line in enumerate(lines) if line.lstrip().startswith("```")]
-    if len(fences) % 2:
-        if "".join(lines[fences[-1] + 1:]).strip():
-            text = text.rstrip() + "\n```"
-        else:  # an empty block (the model opened a fence and began a tool response): nothing to run
-            text = "\n".join(lines[:fences[-1]])
-    return text, cut
-
-
-def _signature(comp: Completion) -> str:
-    """What makes two replies the same: the text and the tool calls, ignoring surrounding whitespace."""
-    return json.dumps([(comp.content or "").strip(), [(tc.name, tc.arguments) for tc in comp.tool_calls]])
 
 
 def agent_as_tool(make_agent: Callable[[], Agent], name: str, description: str) -> Tool:

@@ -1,14 +1,17 @@
 """The cpagent: a general Python coding agent (ReAct over a persistent IPython kernel) for CPMpy models.
 
-No constraint-programming logic lives here: domain knowledge comes only from the project prompt.
+The loop and the tools know no constraint programming. CPMpy-specific knowledge lives in three places:
+the project prompt (`prompts/project.md.j2`, replaceable with `--project-prompt`), the tools that run
+CPMpy code for the model (`kernel_tools`: unsat core, optimality proof), and the hints added to a cell's
+result after a CPMpy error or an install command (`cell_hints`, `CPAgentConfig.cell_hints`).
 The harness adds checks around the agent: a fresh-run check of every submission, an unsat-core
-explanation on request, and an optimality proof for optimisation problems.
+explanation on request, and an optimality proof for optimisation problems. Aids for weak models are
+opt-in (`CPAgentConfig.small_model`, `cpagent.small_model`).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,33 +25,35 @@ from triforge.cpagent.cell_hints import error_hint, install_note, strip_installs
 from triforge.cpagent.kernel_tools import explain_code, prove_code
 from triforge.cpagent.output import OutputError, key_errors, parse_solution
 from triforge.cpagent.sandbox import Limits, run_python
+from triforge.cpagent.small_model import SmallModelAids
 from triforge.cpagent.task import CPTask, system_prompt, task_prompt
 
 
 @dataclass
 class CPAgentConfig:
+    """What the agent needs with a capable model. CPMpy-specific hints: the project prompt and `cell_hints`."""
+
     limits: AgentLimits = field(default_factory=lambda: AgentLimits(max_steps=30))
     project_prompt: str | Path | None = None  # a Jinja template replacing the built-in CPMpy guide
     fresh_check: bool = True  # run a submission fresh before accepting it (off only for ablations)
-    # A cell that prints exactly one solution-shaped JSON object is handed in as the program (after the
-    # fresh check, when that is on). For weak models that print solutions and never call submit.
-    auto_submit: bool = False
-    resample_repeats: int = 0  # re-ask a reply that repeats an earlier one (core.react.AgentConfig)
-    # A call sent a third time is not run and leaves the context (core.react.AgentConfig). On by default: at 12
-    # recorded dead ends the 1.5B model resent the flagged code 12 times as run, 1 time with it forgotten
-    # (benchmarks/results/local-model-repeat-replay-2026-12-04.json); an unchanged third run changes nothing.
-    forget_repeats: bool = True
-    explain_length_cut: bool = True  # a reply cut at max_tokens is told so (core.react.AgentConfig)
-    cell_hints: bool = True  # install commands not run; hints for unknown `cp.X` and `if` on expressions (cell_hints)
+    # After a cell: install commands not run, CPMpy errors followed by how CPMpy writes it (cpagent.cell_hints)
+    cell_hints: bool = True
     kernel_preamble: str = ""  # run in the kernel before the first step (e.g. PRELOAD_IMPORTS)
     cell_timeout_s: float = 60.0
     sandbox_options: dict[str, Any] = field(default_factory=dict)
     temperature: float | None = None
     sample: int = 0
+    small_model: SmallModelAids | None = None  # opt-in aids for weak models (`--profile small-model`)
+
+    def settings(self) -> dict[str, Any]:
+        """Everything here that can change a run's result, as plain data (for run records)."""
+        return {"limits": asdict(self.limits), "fresh_check": self.fresh_check, "cell_hints": self.cell_hints,
+                "kernel_preamble": self.kernel_preamble, "cell_timeout_s": self.cell_timeout_s,
+                "project_prompt": str(self.project_prompt or "built-in"), "temperature": self.temperature,
+                "sample": self.sample, "small_model": asdict(self.small_model) if self.small_model else None}
 
 
 PRELOAD_IMPORTS = "import json\nimport cpmpy as cp\nimport numpy as np"
-_CELL_NUMBER = re.compile(r"(?:Cell In|In|Out)\s*\[\d+\]")
 
 
 @dataclass
@@ -119,9 +124,7 @@ class CPAgentTools:
         self.sandbox = sandbox
         self.config = config
         self.fresh_checks: list[FreshRun] = []
-        self.native = True  # set by run_cpagent from the model's tool mode (for the wording of hints)
-        self._runs: dict[str, tuple[int, str]] = {}  # code -> (run number, its result)
-        self._n_runs = 0
+        self.last_cell: ExecResult | None = None  # the latest python_exec result (for policies)
 
     def solution_shaped(self, res: ExecResult) -> bool:
         """The cell ran cleanly and printed exactly one JSON object with exactly the required keys."""
@@ -132,30 +135,6 @@ class CPAgentTools:
         except OutputError:
             return False
         return not key_errors(solution, self.task.output_keys)
-
-    def submit_hint(self, res: ExecResult) -> str:
-        """A reminder to submit when a cell printed exactly a solution-shaped JSON object and nothing else.
-
-        Measured with the local 1.5B model: it printed solutions with the right keys on 5 of its first 11
-        problems and never once called submit.
-        """
-        if not self.solution_shaped(res):
-            return ""
-        how = "submit" if self.native else "a ```submit block holding the whole program (or the submit tool)"
-        return ("\n[That output is one JSON object with exactly the required keys. If it satisfies every constraint "
-                f"of the problem, hand in the whole self-contained program now: {how}.]")
-
-    def note_repeat(self, code: str, result: str) -> str:
-        """The result, flagged when the same code already ran with the same result (weak models loop on this)."""
-        self._n_runs += 1
-        key = code.strip()
-        same = _CELL_NUMBER.sub("", result)  # IPython numbers each cell: `Cell In[3]` is not a difference
-        before = self._runs.get(key)
-        self._runs[key] = (self._n_runs, same)
-        if before is not None and before[1] == same:
-            return (f"[Same code as run {before[0]}, same result: running it again changes nothing. "
-                    f"Change the code, or submit it if the result is right.]\n{result}")
-        return result
 
     def hand_in(self, code: str, auto: bool = False) -> str:
         """Submit `code`: raises Submitted when accepted. A rejected explicit submission raises FormatError;
@@ -208,10 +187,8 @@ class CPAgentTools:
                 text = install_note(removed) + "\n" + text
             if cfg.cell_hints and res.error is not None:
                 text += error_hint(res.error.name, res.error.value)
-            result = self.note_repeat(code, text)
-            if cfg.auto_submit and self.solution_shaped(res):
-                return result + self.hand_in(code, auto=True)
-            return result + self.submit_hint(res)
+            self.last_cell = res
+            return text
 
         @tool
         def explain_infeasible() -> str:
@@ -258,7 +235,6 @@ def run_cpagent(
     sb = sandbox or KernelSandbox(**{"timeout": config.cell_timeout_s, **config.sandbox_options})
     try:
         bound = CPAgentTools(task, sb, config)
-        bound.native = bool(getattr(llm.config, "native_tools", True))
         system = system_prompt(task, config.project_prompt)
         if config.kernel_preamble:
             bound.run_preamble()
@@ -267,11 +243,10 @@ def run_cpagent(
         agent = Agent(
             llm,
             ToolSet(bound.tools(), code_tool="python_exec"),
-            AgentConfig(system=system, limits=config.limits, temperature=config.temperature, sample=config.sample,
-                        resample_repeats=config.resample_repeats, forget_repeats=config.forget_repeats,
-                        explain_length_cut=config.explain_length_cut),
+            AgentConfig(system=system, limits=config.limits, temperature=config.temperature, sample=config.sample),
             name="cpagent",
             run_dir=run_dir,
+            policy=config.small_model.policy(bound) if config.small_model else None,
         )
         return agent.run(task_prompt(task)), bound
     finally:
