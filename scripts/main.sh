@@ -12,7 +12,7 @@ echo "It is small and often writes broken CPMpy: an 'incorrect' grade is an hone
 echo "Tool calls use triforge's text protocol (code in python fences) with at most 768 tokens per reply."
 rc=0
 TRIFORGE_LOCAL_TOOLS=text .venv/bin/triforge cpagent solve --data examples/cpbench --problem two_numbers --model local \
-  --out runs/main --max-steps 12 --max-wall 900 --auto-submit --resample-repeats 1 --preload-imports || rc=$?
+  --out runs/main --max-steps 12 --max-wall 900 --profile small-model || rc=$?
 .venv/bin/triforge trace summary runs/main
 echo "run directory: runs/main (report.md, trace.html, results.json, solution.py if the agent submitted)"
 # 1 means the run finished but the answer was not correct; anything else is a real failure.
