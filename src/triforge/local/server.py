@@ -22,7 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from triforge.local.install import LocalModelError, missing_llama_modules
+from triforge.local.install import LocalModelError
+from triforge.local.llama_build import missing_llama_modules
 from triforge.local.paths import local_dir
 
 HOST = "127.0.0.1"
