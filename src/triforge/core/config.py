@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from triforge.core import providers
 from triforge.core.errors import ConfigError
 
 
@@ -109,25 +110,22 @@ def resolve_model(
     """Turn an alias (or the default) into its config, applying environment and CLI overrides.
 
     An alias that is not configured is accepted as a raw model name when a base URL is given.
-    The alias `local` (unless triforge.toml defines it) is the embedded llama.cpp model, and it is the
-    default when nothing else is configured and `triforge local install` has been run.
+    A registered provider's alias (`triforge.core.providers`; `local`, the embedded llama.cpp model) is used
+    unless triforge.toml defines it, and the provider that says so is the default when nothing else is
+    configured (`local`, once `triforge local install` has been run).
     """
     settings = settings or load_settings()
     name = alias or settings.default_model
     if not name and not base_url and not os.environ.get("TRIFORGE_BASE_URL"):
-        from triforge.local.install import installed_model
-
-        name = "local" if installed_model() is not None else None  # the embedded default, when installed
+        name = providers.default_alias()
     if not name:
         raise ConfigError(
             "no model given: pass --model ALIAS, set TRIFORGE_MODEL, or set default_model in triforge.toml"
         )
     base_url = base_url or os.environ.get("TRIFORGE_BASE_URL") or None
     api_key_env = api_key_env or os.environ.get("TRIFORGE_API_KEY_ENV") or None
-    if name == "local" and name not in settings.models and not base_url:
-        from triforge.local.llm import local_model_config
-
-        return name, local_model_config()
+    if name not in settings.models and not base_url and (provider := providers.for_alias(name)) is not None:
+        return name, provider.builtin_config()
     if name in settings.models:
         cfg = settings.models[name]
     elif base_url:

@@ -306,14 +306,14 @@ def get_llm(
 ) -> LLM:
     """The LLM for an alias from config (or the default), with environment and CLI overrides applied.
 
-    The `local` alias returns a `triforge.local.llm.LocalLLM` that starts a llama.cpp server on first use;
-    release it with `close()` or a `with` block (every LLM here supports both).
+    A config whose base_url has a registered provider's scheme gets that provider's client (`local://`:
+    a `triforge.local.llm.LocalLLM`, which starts a llama.cpp server on first use); release any LLM from
+    here with `close()` or a `with` block.
     """
+    from triforge.core import providers
     from triforge.core.config import resolve_model
 
     name, cfg = resolve_model(alias, settings, base_url=base_url, api_key_env=api_key_env)
-    if cfg.base_url and cfg.base_url.startswith("local://"):  # the embedded model: owns its server, close() it
-        from triforge.local.llm import LocalLLM
-
-        return LocalLLM(name, cfg)
+    if (provider := providers.for_base_url(cfg.base_url)) is not None:
+        return provider.make_llm(name, cfg)
     return OpenAICompatLLM(name, cfg)

@@ -179,3 +179,22 @@ class LocalLLM(OpenAICompatLLM):
 
     def __enter__(self) -> LocalLLM:
         return self
+
+
+class LocalProvider:
+    """The embedded model as a core provider (`triforge.core.providers`): the `local` alias."""
+
+    alias = LOCAL_ALIAS
+    scheme = LOCAL_SCHEME
+
+    def builtin_config(self) -> ModelConfig:
+        return local_model_config()
+
+    def is_default(self) -> bool:
+        return installed_model() is not None
+
+    def make_llm(self, alias: str, config: ModelConfig) -> LocalLLM:
+        return LocalLLM(alias, config)
+
+
+PROVIDER = LocalProvider()
