@@ -11,7 +11,7 @@ from triforge.core.config import ModelConfig
 from triforge.core.llm import OpenAICompatLLM
 from triforge.maestro.benchmarks.base import Example, MetricResult
 from triforge.maestro.evaluate import ResultStore, evaluate
-from triforge.maestro.fake_replies import reply_for
+from triforge.testing.maestro_replies import reply_for
 from triforge.maestro.program import ProgramBuilder
 from triforge.testing.fake_server import FakeOpenAIServer
 from triforge.testing.scripted import ScriptedLLM

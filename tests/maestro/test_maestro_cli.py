@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from triforge.maestro.fake_replies import reply
+from triforge.testing.maestro_replies import reply
 from triforge.maestro.program import Program
 from triforge.maestro.programs import seed_program
 from triforge.testing.fake_server import FakeOpenAIServer

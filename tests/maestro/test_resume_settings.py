@@ -12,7 +12,7 @@ import pytest
 from triforge.core.config import ModelConfig
 from triforge.core.llm import OpenAICompatLLM
 from triforge.core.provenance import StaleResults
-from triforge.maestro.fake_replies import reply
+from triforge.testing.maestro_replies import reply
 from triforge.maestro.run import evaluate_to_dir
 from triforge.testing.fake_server import FakeOpenAIServer
 
