@@ -8,16 +8,13 @@ from pathlib import Path
 
 import typer
 
-from triforge.cli.common import console, console_err
+from triforge.cli.common import BaseUrlOpt, KeyEnvOpt, ModelOpt, console, console_err
 from triforge.core.errors import EndpointError, FormatError, Submitted
 from triforge.core.llm import get_llm
 from triforge.core.tools import ToolSet, tool
 
 app = typer.Typer(help="Talk to an LLM endpoint, check it, or serve a fake one.", no_args_is_help=True)
 
-ModelOpt = typer.Option(None, "--model", "-m", help="Model alias from triforge.toml (or a raw name with --base-url).")
-BaseUrlOpt = typer.Option(None, "--base-url", help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1.")
-KeyEnvOpt = typer.Option(None, "--api-key-env", help="Name of the environment variable that holds the API key.")
 
 
 @app.command()

@@ -11,15 +11,12 @@ from typing import Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from triforge.cli.common import console, console_err
+from triforge.cli.common import BaseUrlOpt, KeyEnvOpt, ModelOpt, console, console_err
 from triforge.cli.maestro_score import score
 from triforge.core.errors import BudgetExceeded, UserError
 
 app = typer.Typer(help="maestro commands.", no_args_is_help=True)
 
-ModelOpt = typer.Option(None, "--model", "-m", help="Model alias (triforge.toml), or a raw name with --base-url.")
-BaseUrlOpt = typer.Option(None, "--base-url", help="OpenAI-compatible base URL.")
-KeyEnvOpt = typer.Option(None, "--api-key-env", help="Environment variable holding the API key.")
 
 
 class ModelPool:
