@@ -98,3 +98,94 @@ def test_span_records_errors(tmp_path):
 def test_view_of_missing_run_is_user_error(tmp_path):
     with pytest.raises(UserError, match="no trace.jsonl"):
         render_html(tmp_path / "nothing")
+
+
+@pytest.mark.parametrize("junk", ["not json at all", '["a", "list"]', '{"no": "kind"}', "\x00\x01binary"])
+def test_a_corrupt_trace_is_a_user_error_naming_the_line(tmp_path, junk):
+    t = Tracer(tmp_path)
+    with t.span("first"):
+        pass
+    with (tmp_path / "trace.jsonl").open("a") as f:
+        f.write(junk + "\n")
+    with t.span("after"):
+        pass
+    for reader in (summarize, render_html):
+        with pytest.raises(UserError, match=r"trace.jsonl line 2 is not a triforge span.*corrupt"):
+            reader(tmp_path)
+
+
+def test_a_trace_of_only_junk_is_corrupt_but_a_torn_last_line_is_not(tmp_path):
+    (tmp_path / "trace.jsonl").write_text("garbage\n")
+    with pytest.raises(UserError, match="line 1"):
+        summarize(tmp_path)
+    t = Tracer(tmp_path / "ok")
+    with t.span("s"):
+        pass
+    with (tmp_path / "ok" / "trace.jsonl").open("a") as f:
+        f.write('{"name": "half')
+    assert summarize(tmp_path / "ok")["agent"]["-"].calls == 0
+
+
+def test_the_trace_file_itself_is_accepted(tmp_path):
+    t = Tracer(tmp_path)
+    t.tool_span("echo", {"text": "x"}, "x", 0.01)
+    assert summarize(tmp_path / "trace.jsonl")["agent"]["-"].tool_calls == 1
+    assert render_html(tmp_path / "trace.jsonl") == tmp_path / "trace.html"
+
+
+def _llm_span(t: Tracer, model: str) -> None:
+    from triforge.core.llm import Completion, Usage
+
+    comp = Completion(content="ok", tool_calls=[], usage=Usage(3, 4), model=model, finish_reason="stop")
+    t.llm_span(model, ModelConfig(model=model, base_url="http://127.0.0.1:1/v1"), {"messages": []}, comp, 0.1, 1)
+
+
+def test_tool_calls_count_for_the_model_that_asked_for_them(tmp_path):
+    from triforge.core.trace import agent_scope
+
+    t = Tracer(tmp_path)
+    with agent_scope("planner"):
+        _llm_span(t, "big")
+        t.tool_span("look", {}, "x", 0.01)
+    with agent_scope("coder"):
+        _llm_span(t, "small")
+        t.tool_span("run", {}, "x", 0.01)
+        t.tool_span("run", {}, "y", 0.01)
+    with agent_scope("planner"):
+        t.tool_span("look", {}, "z", 0.01)  # after the coder's calls: still the planner's model
+    by_model = summarize(tmp_path)["model"]
+    assert (by_model["big"].calls, by_model["big"].tool_calls) == (1, 2)
+    assert (by_model["small"].calls, by_model["small"].tool_calls) == (1, 2)
+
+
+def _details(page: str, kind: str) -> list[str]:
+    import re
+
+    return re.findall(rf"<details class='{kind}[^']*'>(.*?)</details>", page, flags=re.S)
+
+
+def test_html_says_what_ran_how_it_ended_and_shows_only_new_messages(tmp_path):
+    code = "total = 0\nfor i in range(3):\n    total += i\nprint(total)"
+    script = [
+        {"content": "Let me compute.", "tool_calls": [{"name": "echo", "arguments": {"text": code}}]},
+        call("submit", answer="3"),
+    ]
+    with FakeOpenAIServer(script) as srv:
+        llm = OpenAICompatLLM("fk", ModelConfig(model="fake-model", base_url=srv.base_url))
+        with context.use(tracer=Tracer(tmp_path)):
+            res = Agent(llm, [echo, submit], name="solver").run("THE-ORIGINAL-TASK-TEXT")
+    assert res.submitted
+    (tmp_path / "config.json").write_text(json.dumps({"task": "sum_problem", "model": {"alias": "fk",
+                                                                                       "model": "fake-model"}}))
+    (tmp_path / "results.json").write_text(json.dumps({"problem": "sum_problem", "status": "submitted", "steps": 2,
+                                                       "grade": {"status": "correct", "reasons": []}}))
+    page = render_html(tmp_path).read_text()
+    header = page.split("<header>")[1].split("</header>")[0]
+    assert "sum_problem" in header and "fk" in header and "badge ok'>correct" in header
+    assert "<details class='step err'>" not in page
+    assert "<details class='step done'>" in page  # the submitting step is a success
+    assert "<pre class=code>total = 0\nfor i in range(3):\n    total += i\nprint(total)</pre>" in page
+    first, second = _details(page, "llm")
+    assert "THE-ORIGINAL-TASK-TEXT" in first and "THE-ORIGINAL-TASK-TEXT" not in second
+    assert "as in the previous call" in second
+    assert "id=expand-all" in page and "script-src 'sha256-" in page
