@@ -16,7 +16,6 @@ from triforge.maestro.benchmarks.ifbench import (
     load_ifbench,
     load_split,
     loose_variants,
-    run_program,
     score_response,
     split_ifbench,
 )
@@ -158,15 +157,3 @@ def test_prompt_index_tolerates_whitespace_and_damaged_quotes():
     assert index.lookup('junk\t12\tColumns are [ID", "City"].') is ex
     assert index.lookup("Something else") is None
 
-
-def test_seed_program_answers_then_rewrites():
-    calls = []
-
-    def complete(messages):
-        calls.append(messages)
-        return "draft answer" if len(calls) == 1 else "final answer"
-
-    out = run_program("Say hi without commas.", complete)
-    assert out["draft_response"] == "draft answer" and out["response"] == "final answer"
-    assert "Say hi without commas." in calls[1][1]["content"] and "draft answer" in calls[1][1]["content"]
-    assert "constraint" in calls[1][0]["content"]

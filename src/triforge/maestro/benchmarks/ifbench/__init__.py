@@ -19,7 +19,7 @@ from triforge.maestro.benchmarks.ifbench.metric import (
     loose_variants,
     score_response,
 )
-from triforge.maestro.benchmarks.ifbench.program import SEED_STAGES, Stage, run_program, stage_messages
+from triforge.maestro.benchmarks.ifbench.program import SEED_STAGES, Stage
 
 __all__ = [
     "CHECKERS",
@@ -36,8 +36,6 @@ __all__ = [
     "load_split",
     "loose_variants",
     "resolve_path",
-    "run_program",
     "score_response",
     "split_ifbench",
-    "stage_messages",
 ]
