@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from triforge.astra.preprocess import ALLOWED_INCLUDES, check_directives
 from triforge.core import proc
 
 
@@ -24,6 +25,7 @@ class CompileResult:
     options: list[str] = field(default_factory=list)
     seconds: float = 0.0
     cached: bool = False
+    ptx: str = ""
 
     def resources(self) -> dict[str, dict[str, int]]:
         return parse_ptxas(self.log)
@@ -88,20 +90,25 @@ def _check(err, what: str) -> None:
 def nvrtc_compile(source: str, names: list[str], arch: str = "sm_90", fast_math: bool = False,
                   use_cache: bool = True, extra: list[str] | None = None) -> CompileResult:
     """Compile `source` to a cubin for `arch`, keeping the mangled names of `names` (template instances)."""
+    refused = check_directives(source)
+    if refused:
+        # the compiler never sees a source that names another file: nothing outside the allow list is read
+        return CompileResult(False, log="\n".join(f"candidate.cu({e.line}): refused: {e.detail}" for e in refused))
     nvrtc = _nvrtc()
     opts = options_for(arch, fast_math, extra)
     err, major, minor = nvrtc.nvrtcVersion()
     key = cache_key(source, opts, names, f"{major}.{minor}")
     if use_cache and key in _MEM:
         hit = _MEM[key]
-        return CompileResult(True, hit.cubin, hit.lowered, hit.log, opts, 0.0, True)
+        return CompileResult(True, hit.cubin, hit.lowered, hit.log, opts, 0.0, True, hit.ptx)
     disk = cache_dir() / f"{key}.json"
-    if use_cache and disk.is_file():
+    if use_cache and disk.is_file() and (cache_dir() / f"{key}.cubin").is_file():
         meta = json.loads(disk.read_text())
         cubin = (cache_dir() / f"{key}.cubin").read_bytes()
-        res = CompileResult(True, cubin, meta["lowered"], meta["log"], opts, 0.0, True)
-        _MEM[key] = res
-        return res
+        res = CompileResult(True, cubin, meta["lowered"], meta["log"], opts, 0.0, True, meta.get("ptx", ""))
+        if res.ptx:
+            _MEM[key] = res
+            return res
     t0 = time.perf_counter()
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"candidate.cu", 0, [], [])
     _check(err, "nvrtcCreateProgram")
@@ -113,13 +120,18 @@ def nvrtc_compile(source: str, names: list[str], arch: str = "sm_90", fast_math:
         err, size = nvrtc.nvrtcGetProgramLogSize(prog)
         buf = b" " * size
         nvrtc.nvrtcGetProgramLog(prog, buf)
-        log = buf.decode(errors="replace").rstrip("\x00").strip()
+        log = sanitize_log(buf.decode(errors="replace").rstrip("\x00").strip())
         if int(cerr) != 0:
             return CompileResult(False, log=log, options=opts, seconds=time.perf_counter() - t0)
         err, size = nvrtc.nvrtcGetCUBINSize(prog)
         _check(err, "nvrtcGetCUBINSize")
         cubin = b" " * size
         _check(nvrtc.nvrtcGetCUBIN(prog, cubin)[0], "nvrtcGetCUBIN")
+        err, size = nvrtc.nvrtcGetPTXSize(prog)
+        _check(err, "nvrtcGetPTXSize")
+        pbuf = b" " * size
+        _check(nvrtc.nvrtcGetPTX(prog, pbuf)[0], "nvrtcGetPTX")
+        ptx = pbuf.decode(errors="replace").rstrip("\x00")
         lowered = {}
         for n in names:
             err, low = nvrtc.nvrtcGetLoweredName(prog, n.encode())
@@ -127,12 +139,37 @@ def nvrtc_compile(source: str, names: list[str], arch: str = "sm_90", fast_math:
             lowered[n] = low.decode() if isinstance(low, bytes) else str(low)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    res = CompileResult(True, cubin, lowered, log, opts, time.perf_counter() - t0, False)
+    res = CompileResult(True, cubin, lowered, log, opts, time.perf_counter() - t0, False, ptx)
     if use_cache:
         _MEM[key] = res
         (cache_dir() / f"{key}.cubin").write_bytes(cubin)
-        disk.write_text(json.dumps({"lowered": lowered, "log": log, "options": opts}))
+        disk.write_text(json.dumps({"lowered": lowered, "log": log, "options": opts, "ptx": ptx}))
     return res
+
+
+_DIAG = re.compile(r"^(.*?)\((\d+)\): (error|warning|remark|catastrophic error|note)")
+
+
+def sanitize_log(log: str) -> str:
+    """Keep what the compiler said about the candidate's own lines and ptxas's numbers; a diagnostic
+    located in any other file is reduced to one line without its text (a log quotes only the candidate)."""
+    out: list[str] = []
+    quoting = True
+    for line in log.splitlines():
+        m = _DIAG.match(line)
+        if m:
+            quoting = m.group(1) == "candidate.cu"
+            if not quoting:
+                name = Path(m.group(1)).name
+                shown = name if name in ALLOWED_INCLUDES or name.endswith((".h", ".hpp")) and "cuda" in name else "another file"
+                out.append(f"{m.group(3)} in {shown} (its text is not shown)")
+                continue
+        elif line.startswith(("ptxas", "nvlink")) or re.match(r"^\d+ (errors?|catastrophic) ", line) \
+                or line.startswith("Compilation terminated"):
+            quoting = True
+        if quoting:
+            out.append(line)
+    return "\n".join(out)
 
 
 _PTXAS_FN = re.compile(r"Compiling entry function '([^']+)'|Function properties for (\S+)")

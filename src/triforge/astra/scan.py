@@ -1,13 +1,17 @@
-"""Static anti-hack scan of a candidate's source: each finding names the rule that fired and the line."""
+"""Static anti-hack scan of what the compiler sees of a candidate (lines spliced, comments gone, the
+candidate's macros expanded): each finding names the rule that fired and the line.
+
+This is the fast first filter; `ptx_audit` checks the compiled code, which no spelling can hide.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-ALLOWED_INCLUDES = frozenset({
-    "cuda_bf16.h", "cuda_fp16.h", "cuda_fp8.h", "cooperative_groups.h", "cooperative_groups/reduce.h",
-})
+from triforge.astra.preprocess import ALLOWED_INCLUDES, check_directives, preprocess
+
+__all__ = ["ALLOWED_INCLUDES", "Finding", "scan"]
 
 # First word of each PTX instruction a candidate may write in inline asm (the part before the first dot).
 ALLOWED_PTX = frozenset({
@@ -44,12 +48,6 @@ class Finding:
         return f"{self.rule} (line {self.line}): {self.detail}"
 
 
-def _strip_comments(src: str) -> str:
-    """Replace comments by spaces, keeping line numbers."""
-    src = re.sub(r"/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), src, flags=re.S)
-    return re.sub(r"//[^\n]*", "", src)
-
-
 def _line(src: str, pos: int) -> int:
     return src.count("\n", 0, pos) + 1
 
@@ -77,30 +75,44 @@ def _asm_findings(src: str) -> list[Finding]:
     return out
 
 
+_ATTRIBUTES = re.compile(r"__align__\s*\([^()]*\)|alignas\s*\([^()]*\)|__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)"
+                         r"|\[\[[^\]]*\]\]")
+_STATE_FREE = re.compile(r"\b(const|constexpr|__constant__|__shared__|__restrict__|typedef|using|extern\s+__shared__)\b")
+
+
 def _device_variables(src: str) -> list[Finding]:
-    """File-scope `__device__` variables: state that survives between calls (a place to cache results)."""
+    """Variables that outlive a launch: `__device__` ones at any scope and `static` ones in device code
+    (a function-scope `static` lives in global memory). Constants and `__shared__` arrays are fine."""
+    text = _ATTRIBUTES.sub(lambda m: " " * len(m.group(0)), src)
     out = []
-    for m in re.finditer(r"\b__device__\b", src):
-        depth = src.count("{", 0, m.start()) - src.count("}", 0, m.start())
-        rest = src[m.end():]
-        stop = re.search(r"[;{(]", rest)
-        if stop is None or stop.group(0) == "(":
+    for m in re.finditer(r"\b(__device__|static)\b", text):
+        rest = text[m.end():]
+        stop = re.search(r"[;{(=\[]", rest)
+        if stop is None or stop.group(0) in "({":
+            continue  # a function (or a class) and not a variable
+        decl = text[max(text.rfind(";", 0, m.start()), text.rfind("{", 0, m.start()), text.rfind("}", 0, m.start())) + 1:
+                    m.end() + stop.start()]
+        if _STATE_FREE.search(decl) or re.search(r"\b(class|struct|template|operator|namespace)\b", decl):
             continue
-        decl = rest[: stop.start()]
-        if "=" in decl or stop.group(0) == ";" or "[" in decl:
-            where = "file scope" if depth == 0 else "a function"
-            out.append(Finding("persistent-device-state", _line(src, m.start()),
-                               f"__device__ variable at {where} keeps state between calls"))
+        depth = text.count("{", 0, m.start()) - text.count("}", 0, m.start())
+        if m.group(1) == "static" and depth == 0 and "__device__" not in decl:
+            continue  # a host-side static at file scope never reaches the device
+        where = "file scope" if depth == 0 else "a function"
+        out.append(Finding("persistent-device-state", _line(text, m.start()),
+                           f"{m.group(1)} variable at {where} keeps state between calls: {' '.join(decl.split())[:80]!r}"))
     return out
 
 
 def scan(source: str) -> list[Finding]:
     """Every rule the source breaks; empty when the candidate is clean."""
-    src = _strip_comments(source)
     found: list[Finding] = []
-    for m in re.finditer(r'#\s*include\s*[<"]([^>"]+)[>"]', src):
-        if m.group(1) not in ALLOWED_INCLUDES:
-            found.append(Finding("include-not-allowed", _line(src, m.start()), f"#include {m.group(1)} is not on the allow list"))
+    for e in check_directives(source):
+        rule = "include-not-allowed" if "include" in e.detail else "directive-not-allowed"
+        found.append(Finding(rule, e.line, e.detail))
+    src = preprocess(source)
+    if "__macro_expansion_refused__" in src:
+        found.append(Finding("macro-expansion", _line(src, src.index("__macro_expansion_refused__")),
+                             "a macro expands to more text than a kernel needs"))
     for rule, pattern, detail in _RULES:
         for m in pattern.finditer(src):
             found.append(Finding(rule, _line(src, m.start()), f"{detail}: {m.group(0)!r}"))
