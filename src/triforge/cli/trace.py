@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich import box
 from rich.table import Table
 
 from triforge.cli.common import console
@@ -12,25 +13,29 @@ from triforge.core.trace_view import render_html, summarize
 
 app = typer.Typer(help="Read a run's trace: HTML view and summary.", no_args_is_help=True)
 
+RunArg = typer.Argument(..., help="A run directory holding trace.jsonl, or the trace.jsonl file itself.")
+
 
 @app.command()
 def view(
-    run_dir: Path = typer.Argument(..., help="A run directory holding trace.jsonl."),
-    out: Path = typer.Option(None, "--out", help="Where to write the HTML (default RUN_DIR/trace.html)."),
+    run_dir: Path = RunArg,
+    out: Path = typer.Option(None, "--out", help="Where to write the HTML (default: trace.html beside the trace)."),
 ) -> None:
     """Write a self-contained trace.html for a run."""
     path = render_html(run_dir, out)
-    console.print(f"wrote {path}")
+    console.print(f"wrote {path}", soft_wrap=True)
 
 
 @app.command()
-def summary(run_dir: Path = typer.Argument(..., help="A run directory holding trace.jsonl.")) -> None:
+def summary(run_dir: Path = RunArg) -> None:
     """Print calls, tokens, cost and time per agent and per model."""
     for dim, rows in summarize(run_dir).items():
-        table = Table(title=f"per {dim}")
-        for col in (dim, "LLM calls", "tool calls", "input tok", "output tok", "USD", "seconds"):
-            table.add_column(col, justify="left" if col == dim else "right")
+        # Compact columns so the table fits 80 columns; a long name folds onto the next line, never cut.
+        table = Table(title=f"per {dim}", box=box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column(dim, overflow="fold", ratio=1, min_width=10)
+        for col in ("LLM\ncalls", "tool\ncalls", "input\ntokens", "output\ntokens", "USD", "seconds"):
+            table.add_column(col, justify="right", no_wrap=True)
         for key, r in sorted(rows.items()):
-            table.add_row(key, str(r.calls), str(r.tool_calls), str(r.input_tokens), str(r.output_tokens),
-                          f"{r.cost_usd:.4f}", f"{r.seconds:.2f}")
+            table.add_row(key, str(r.calls), str(r.tool_calls), f"{r.input_tokens:,}", f"{r.output_tokens:,}",
+                          f"{r.cost_usd:.4f}", f"{r.seconds:.1f}")
         console.print(table)
