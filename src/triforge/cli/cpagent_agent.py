@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from triforge.cli.common import BaseUrlOpt, KeyEnvOpt, ModelOpt, ProfileOpt, console, console_err
 from triforge.core import context
@@ -15,7 +14,9 @@ from triforge.core.budget import Budget, BudgetLimits
 from triforge.core.cache import open_cache
 from triforge.core.errors import UserError
 from triforge.core.llm import get_llm
+from triforge.core.progress import Progress, TraceProgress
 from triforge.core.react import AgentLimits
+from triforge.core.trace import listening
 from triforge.cpagent.agent import CPAgentConfig
 from triforge.cpagent.small_model import apply_profile
 from triforge.cpagent.task import CPTask, task_from_file, task_from_problem
@@ -86,9 +87,15 @@ def solve(
     [task] = _tasks(data, [problem] if problem else None, file)
     config = _config(max_steps, max_tokens, max_cost, max_wall, project_prompt, not no_fresh_check,
                      profile)
+    before = None if fresh else _finished_run(out)
     with _llm(model, base_url, api_key_env, cache) as llm:
         console.print(f"cpagent on [bold]{task.id}[/] with model [bold]{llm.alias}[/] ({llm.config.model})")
-        rec = solve_task(task, llm, out, config=config, fresh=fresh)
+        progress = Progress("cpagent", total=config.limits.max_steps)
+        with progress, listening(TraceProgress(progress)):
+            rec = solve_task(task, llm, out, config=config, fresh=fresh)
+    if before is not None and rec == before[0]:
+        console.print(f"[yellow]{out} holds a finished run from {before[1]}: nothing ran now, this is its result. "
+                      f"To run afresh, add --fresh (earlier contents are moved aside) or pass another --out.[/]")
     g = rec.get("grade", {})
     console.print(f"agent: {rec['status']} after {rec['steps']} steps; grade: [bold]{g.get('status')}[/]")
     for reason in g.get("reasons", [])[:5]:
@@ -129,16 +136,13 @@ def bench(
     config = _config(max_steps, max_tokens, max_cost, max_wall, project_prompt, not no_fresh_check,
                      profile)
     budget = Budget(BudgetLimits(max_usd=budget_usd)) if budget_usd else None
-    with _llm(model, base_url, api_key_env, cache) as llm, Progress(
-        TextColumn("[bold]cpagent bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TextColumn("{task.description}"), console=console, transient=False,
-    ) as progress:
-        bar = progress.add_task("", total=len(tasks) * seeds)
-        prior = _finished(out)
-        progress.update(bar, advance=prior)
+    progress = Progress("cpagent bench", total=len(tasks) * seeds, unit="problem")
+    with _llm(model, base_url, api_key_env, cache) as llm, progress, listening(TraceProgress(progress,
+                                                                                             count_steps=False)):
+        progress.set(0 if fresh else _finished(out))
 
         def done(key: str, rec: dict[str, Any]) -> None:
-            progress.update(bar, advance=1, description=f"{key}: {rec.get('grade', {}).get('status')}")
+            progress.advance(1, last=f"{key}: {rec.get('grade', {}).get('status')}")
 
         summary = run_bench(tasks, llm, out, seeds=seeds, jobs=jobs, config=config, budget=budget, on_done=done,
                             data=data, fresh=fresh)
@@ -152,6 +156,21 @@ def bench(
 
         console_err.print(f"[red]{unfinished_text(summary['unfinished'])}[/]")
         raise typer.Exit(2 if "endpoint_error" in summary["unfinished"] else 1)
+
+
+def _finished_run(out: Path) -> tuple[dict[str, Any], str] | None:
+    """The finished record in `out` and when it was written (UTC), or None."""
+    import time
+
+    from triforge.core.rundir import RunDir
+    from triforge.cpagent.solve import FINAL
+
+    rd = RunDir(out) if out.is_dir() else None
+    rec = rd.load_results() if rd else {}
+    if rec.get("status") not in FINAL:
+        return None
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rd.results_path.stat().st_mtime))  # type: ignore[union-attr]
+    return rec, when
 
 
 def _finished(out: Path) -> int:

@@ -1,0 +1,44 @@
+"""Long commands show progress without a terminal, and a finished run says it is one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from triforge.testing.fake_server import FakeOpenAIServer
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "cpbench"
+PROGRAM = ("# Data\ntotal = 12\ndiff = 2\n# End of data\nimport json\nimport cpmpy as cp\n"
+           "x, y = cp.intvar(0, total, shape=2, name=['x', 'y'])\nm = cp.Model(x + y == total, x - y == diff)\n"
+           "assert m.solve()\nprint(json.dumps({'x': int(x.value()), 'y': int(y.value())}))\n")
+SCRIPT = [
+    {"content": "First a look.", "tool_calls": [{"name": "python_exec", "arguments": {"code": "print(6 * 7)"}}]},
+    {"content": "Submitting.", "tool_calls": [{"name": "submit", "arguments": {"code": PROGRAM}}]},
+]
+
+
+def _solve(base_url: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "triforge.cli.app", "cpagent", "solve", "--data", str(EXAMPLES), "--problem",
+         "two_numbers", "--model", "m", "--base-url", base_url, "--out", str(out), "--max-steps", "6", *extra],
+        capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+
+
+def test_solve_prints_a_line_per_step_without_a_terminal_and_a_rerun_says_it_is_finished(tmp_path):
+    out = tmp_path / "run"
+    with FakeOpenAIServer(list(SCRIPT)) as srv:
+        first = _solve(srv.base_url, out)
+        assert first.returncode == 0, first.stdout + first.stderr
+        lines = [ln for ln in first.stderr.splitlines() if "cpagent: step" in ln]
+        assert [ln.split("] ", 1)[1].split(" · ")[0] for ln in lines] == ["cpagent: step 1 of 6", "cpagent: step 2 of 6"]
+        assert "python_exec -> 42" in lines[1] and "\r" not in first.stderr
+        assert "holds a finished run" not in first.stdout
+        served = len(srv.requests)
+        again = _solve(srv.base_url, out)
+        assert len(srv.requests) == served  # nothing ran
+    assert again.returncode == 0, again.stdout + again.stderr
+    text = " ".join(again.stdout.split())
+    assert "holds a finished run from 20" in text and "add --fresh" in text
+    assert json.loads((out / "results.json").read_text())["grade"]["status"] == "correct"
