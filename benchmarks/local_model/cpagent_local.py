@@ -37,6 +37,7 @@ from triforge.core.llm import get_llm
 from triforge.core.react import AgentLimits
 from triforge.cpagent.agent import PRELOAD_IMPORTS, CPAgentConfig
 from triforge.cpagent.dataset import load_dataset
+from triforge.cpagent.small_model import SmallModelAids
 from triforge.cpagent.solve import solve_task
 from triforge.cpagent.task import task_from_problem
 from triforge.local.install import DEFAULT_MODEL, installed_model
@@ -117,11 +118,12 @@ def committed_rows(meta: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]
 
 
 def arm_config(meta: dict[str, Any], check: bool) -> CPAgentConfig:
-    """cpagent's settings for one arm of the measurement (every aid named: cpagent's defaults have moved since)."""
+    """cpagent's settings for one arm of the measurement, every aid named. The recorded rows also had the repeat
+    flag and the submit reminder, retired since (docs/local.md): rows run now have neither."""
+    aids = SmallModelAids(auto_submit=meta["auto_submit"], resample_repeats=meta["resample_repeats"],
+                          forget_repeats=meta.get("forget_repeats", False), explain_length_cut=meta["length_hint"])
     return CPAgentConfig(limits=AgentLimits(max_steps=meta["max_steps"], max_wall_s=meta["max_wall_s"]),
-                         fresh_check=check, auto_submit=meta["auto_submit"], temperature=0.0,
-                         resample_repeats=meta["resample_repeats"], forget_repeats=meta.get("forget_repeats", False),
-                         explain_length_cut=meta["length_hint"], cell_hints=meta["cell_hints"],
+                         fresh_check=check, temperature=0.0, cell_hints=meta["cell_hints"], small_model=aids,
                          kernel_preamble=PRELOAD_IMPORTS if meta["preload_imports"] else "")
 
 

@@ -27,7 +27,8 @@ from typing import Any
 
 from smoke import machine, write_dated
 
-from triforge.core.react import INVENTED_RESULT_MARKERS
+from triforge.core.adapter import RESULT_TAG
+from triforge.core.small_model import OUTPUT_BLOCK
 from triforge.local.install import installed_model
 from triforge.local.server import LocalServer, ServerOptions
 
@@ -70,7 +71,7 @@ def run_arm(model: Path, arm: str, reqs: list[tuple[str, list[dict[str, Any]]]])
             for name, msgs in reqs:
                 t0 = time.perf_counter()
                 r = client.chat.completions.create(model=settings.model_alias, messages=msgs, temperature=0,
-                                                   max_tokens=768, stop=list(INVENTED_RESULT_MARKERS))
+                                                   max_tokens=768, stop=[RESULT_TAG, OUTPUT_BLOCK])
                 dt = time.perf_counter() - t0
                 usage = r.usage
                 rows.append({"request": name, "seconds": round(dt, 2),

@@ -33,9 +33,10 @@ from typing import Any
 
 from smoke import machine, write_dated
 
+from triforge.core.adapter import RESULT_TAG
 from triforge.core.errors import FormatError
 from triforge.core.llm import Completion
-from triforge.core.react import INVENTED_RESULT_MARKERS, forget_note
+from triforge.core.small_model import OUTPUT_BLOCK, forget_note
 from triforge.core.tools import ToolSet, tool
 from triforge.local.install import installed_model
 from triforge.local.server import LocalServer, ServerOptions
@@ -126,20 +127,21 @@ def hint_last(context: list[dict[str, Any]], code: str) -> list[dict[str, Any]]:
 
 
 def forget(context: list[dict[str, Any]], code: str) -> list[dict[str, Any]]:
-    """The context cpagent builds with `forget_repeats` when the model sends this code a third time."""
+    """The context cpagent builds with `forget_repeats` when the model sends this code a third time.
+
+    The 2026-12-04 replay used the note of that day, which quoted the call's last result; since issue 17 the
+    note says only that the call was not run (an earlier result can be stale), so a re-run measures that."""
     kept: list[dict[str, Any]] = []
-    times, result = 0, ""
+    times = 0
     dropping = False
     for m in context:
         if m["role"] == "assistant":
             dropping = code_of(m["content"]) == code
             times += dropping
         if dropping:
-            if m["role"] != "assistant":
-                result = m["content"]
             continue
         kept.append(m)
-    return [*kept, {"role": "user", "content": forget_note(times + 1, result)}]
+    return [*kept, {"role": "user", "content": forget_note(times + 1)}]
 
 
 def build(variant: str, context: list[dict[str, Any]], code: str) -> list[dict[str, Any]]:
@@ -189,7 +191,7 @@ def main() -> None:
                 t0 = time.perf_counter()
                 r = client.chat.completions.create(model=settings.model_alias, temperature=0, max_tokens=768,
                                                    messages=build(variant, p["context"], p["code"]),
-                                                   stop=list(INVENTED_RESULT_MARKERS))
+                                                   stop=[RESULT_TAG, OUTPUT_BLOCK])
                 text = r.choices[0].message.content or ""
                 code = code_of(text)
                 outcome = "format_error" if code is None else "same" if code == p["code"] else "new"
