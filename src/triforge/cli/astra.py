@@ -140,3 +140,13 @@ def scan_cmd(kernel: Path = typer.Option(..., "--kernel")) -> None:
     found = scan(_read_kernel(kernel) or "")
     console.print(json.dumps([str(f) for f in found], indent=2) if found else "clean")
     raise typer.Exit(1 if found else 0)
+
+
+def _register_optimize() -> None:
+    from triforge.cli import astra_optimize
+
+    app.command("optimize")(astra_optimize.optimize)
+    app.command("evaluate")(astra_optimize.evaluate)
+
+
+_register_optimize()

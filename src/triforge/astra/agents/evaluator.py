@@ -1,0 +1,215 @@
+"""The evaluation seam: the loop hands candidates to an `Evaluator` and reads verdicts back.
+
+`LocalPool` runs them now, one lab worker per visible GPU; `Deferred` only leaves them in the run
+directory (`candidates/<id>/kernel.cu` and `job.json`) for `triforge astra evaluate DIR` on a GPU machine,
+which writes `result.json` beside each. A scale-out engine plugs in through the same Protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from triforge.astra.worker import Worker
+from triforge.core.rundir import write_json_atomic
+
+
+@dataclass
+class EvalJob:
+    """One evaluation: `shapes` train (train + fuzz + the testing agent's shapes) or heldout."""
+
+    id: str
+    task: str
+    source: str
+    shapes: str = "train"
+    extra_shapes: list[dict[str, int]] = field(default_factory=list)
+    time_heldout: bool = False  # time the held-out shapes instead of the task's timing shapes (final check)
+    bench: bool = False  # also the comparator table (final check)
+    profile: bool = False  # also the ncu digest when the verdict is correct
+    task_file: str | None = None  # relative to the run directory
+
+    def spec(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("source")
+        return d
+
+
+class EvaluationPending(Exception):
+    """Candidates wait for an evaluation that happens elsewhere (deferred mode)."""
+
+    def __init__(self, waiting: list[str]) -> None:
+        super().__init__(f"{len(waiting)} candidate(s) wait for evaluation")
+        self.waiting = waiting
+
+
+class Evaluator(Protocol):
+    def evaluate(self, jobs: list[EvalJob], run_dir: Path) -> dict[str, dict[str, Any]]:
+        """Results by job id for the jobs evaluated now; a job left out is waiting. Never raises for one job:
+        a candidate that breaks the evaluation gets verdict `crash` with the reason."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def visible_gpus() -> int:
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return len([d for d in env.split(",") if d.strip() and d.strip() != "-1"])
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return 0
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+_ENV_LOCK = threading.Lock()
+
+
+class PinnedWorker(Worker):
+    """A lab worker that sees one GPU (restarts after a crash keep the pin)."""
+
+    def __init__(self, gpu: int | None, timeout: float) -> None:
+        super().__init__(timeout=timeout)
+        self.gpu = gpu
+
+    def start(self) -> None:
+        if self.gpu is None:
+            return super().start()
+        with _ENV_LOCK:  # a spawned process copies the environment when it starts
+            old = os.environ.get("CUDA_VISIBLE_DEVICES")
+            visible = old.split(",") if old else None
+            os.environ["CUDA_VISIBLE_DEVICES"] = visible[self.gpu] if visible else str(self.gpu)
+            try:
+                super().start()
+            finally:
+                if old is None:
+                    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+                else:
+                    os.environ["CUDA_VISIBLE_DEVICES"] = old
+
+
+def run_job(job: EvalJob, worker: Any, run_dir: Path, timeout: float = 900) -> dict[str, Any]:
+    """Check, then (when asked and correct) comparators and the profile digest, as one result dict."""
+    from triforge.astra import lab
+
+    task_file = str(run_dir / job.task_file) if job.task_file else None
+    try:
+        res = lab.check(job.task, job.source, worker=worker, shapes=job.shapes, extra_shapes=job.extra_shapes,
+                        time_heldout=job.time_heldout, task_file=task_file, timeout=timeout).to_dict()
+    except Exception as exc:  # noqa: BLE001 - one job never stops the others
+        return {"verdict": "crash", "reasons": [f"evaluation failed: {type(exc).__name__}: {exc}"]}
+    notes: list[str] = []
+    if job.bench and res["verdict"] == "correct":
+        try:
+            b = lab.bench(job.task, job.source, worker=worker, task_file=task_file)
+            res["bench"] = {"rows": [asdict(r) for r in b.rows], "copy_gbs": b.copy_gbs, "notes": b.notes,
+                            "device": b.device}
+        except Exception as exc:  # noqa: BLE001 - the comparator table is reported missing, with why
+            notes.append(f"comparators not measured: {type(exc).__name__}: {str(exc)[:300]}")
+    if job.profile and res["verdict"] == "correct":
+        try:
+            p = lab.profile(job.task, job.source)
+            res["profile"] = {"shape": p.shape, "digest": p.digest}
+        except Exception as exc:  # noqa: BLE001 - no ncu, no permission: the agents are told it is absent
+            res["profile"] = {"absent": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    if notes:
+        res["notes"] = notes
+    return res
+
+
+class LocalPool:
+    """One worker per visible GPU; a batch of jobs is spread over them."""
+
+    def __init__(self, gpus: int | None = None, timeout: float = 900) -> None:
+        n = visible_gpus() if gpus is None else gpus
+        self.workers = [PinnedWorker(i if n > 1 else None, timeout) for i in range(max(1, n))]
+        self.timeout = timeout
+
+    def evaluate(self, jobs: list[EvalJob], run_dir: Path) -> dict[str, dict[str, Any]]:
+        free: list[Any] = list(self.workers)
+        lock = threading.Condition()
+
+        def one(job: EvalJob) -> tuple[str, dict[str, Any]]:
+            with lock:
+                lock.wait_for(lambda: bool(free))
+                w = free.pop()
+            try:
+                return job.id, run_job(job, w, run_dir, self.timeout)
+            finally:
+                with lock:
+                    free.append(w)
+                    lock.notify()
+
+        with ThreadPoolExecutor(max_workers=len(self.workers)) as ex:
+            return dict(ex.map(one, jobs))
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.stop()
+
+
+class Deferred:
+    """Evaluates nothing: the loop has written each job's files; `triforge astra evaluate` does the rest."""
+
+    def evaluate(self, jobs: list[EvalJob], run_dir: Path) -> dict[str, dict[str, Any]]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+def job_dir(run_dir: Path, job_id: str) -> Path:
+    return run_dir / "candidates" / job_id
+
+
+def write_job(run_dir: Path, job: EvalJob) -> None:
+    d = job_dir(run_dir, job.id)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "kernel.cu").write_text(job.source, encoding="utf-8")
+    write_json_atomic(d / "job.json", job.spec())
+
+
+def read_result(run_dir: Path, job_id: str) -> dict[str, Any] | None:
+    p = job_dir(run_dir, job_id) / "result.json"
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def waiting_jobs(run_dir: Path) -> list[EvalJob]:
+    """Jobs written to the run directory that have no result yet."""
+    out = []
+    for spec_path in sorted((run_dir / "candidates").glob("*/job.json")):
+        if (spec_path.parent / "result.json").is_file():
+            continue
+        spec = json.loads(spec_path.read_text(encoding="utf-8"))
+        out.append(EvalJob(source=(spec_path.parent / "kernel.cu").read_text(encoding="utf-8"), **spec))
+    return out
+
+
+def evaluate_waiting(run_dir: Path, evaluator: Evaluator, on_result=None) -> int:
+    """`triforge astra evaluate DIR`: evaluate every waiting job and write its result.json."""
+    jobs = waiting_jobs(run_dir)
+    width = max(1, len(getattr(evaluator, "workers", [None])))
+    done = 0
+    for i in range(0, len(jobs), width):  # a kill loses at most one batch in flight
+        batch = jobs[i: i + width]
+        results = evaluator.evaluate(batch, run_dir)
+        for job in batch:
+            if job.id in results:
+                write_json_atomic(job_dir(run_dir, job.id) / "result.json", results[job.id])
+                done += 1
+                if on_result is not None:
+                    on_result(job.id, results[job.id])
+    return done

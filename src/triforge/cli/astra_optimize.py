@@ -1,0 +1,189 @@
+"""`triforge astra optimize` and `triforge astra evaluate`: the agents' loop, and deferred evaluation."""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from triforge.cli.common import console
+from triforge.core.errors import UserError
+
+EXIT_WAITING = 3
+
+
+def parse_role_models(items: list[str] | None, single: bool) -> dict[str, str]:
+    from triforge.astra.agents import ROLES, SINGLE
+
+    known = (SINGLE,) if single else ROLES
+    out: dict[str, str] = {}
+    for item in items or []:
+        role, sep, alias = item.partition("=")
+        if not sep or not alias.strip():
+            raise UserError(f"--role-model {item!r}: write ROLE=ALIAS, e.g. coding=gpt")
+        if role not in known:
+            raise UserError(f"--role-model {item!r}: unknown role {role!r}; roles: {', '.join(known)}")
+        out[role] = alias.strip()
+    return out
+
+
+def prepare_task(task: str | None, task_file: Path | None, kernel: Path | None, out: Path) -> tuple[str, str, str, str | None]:
+    """(task name, start source, start label, task file relative to the run dir): validated, no model needed."""
+    from triforge.astra import lab
+    from triforge.astra.task import get_task
+
+    rel = None
+    if task_file is not None:
+        spec = lab.load_task_file(task_file)
+        if task and task != spec.name:
+            raise UserError(f"--task {task} differs from the task file's name {spec.name!r}; leave --task out")
+        base = spec.baseline_path
+        assert base is not None
+        try:
+            brel = base.resolve().relative_to(task_file.resolve().parent)
+        except ValueError:
+            raise UserError(f"task file {task_file}: its baseline {base} must be beside it or below it") from None
+        dest = out / "task"
+        (dest / brel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(task_file, dest / task_file.name)
+        shutil.copyfile(base, dest / brel)
+        rel = f"task/{task_file.name}"
+        spec = lab.load_task_file(out / rel)
+        task = spec.name
+    if not task:
+        raise UserError("give --task NAME (see `triforge astra tasks`) or --task-file F.py")
+    spec = get_task(task)
+    if kernel is None:
+        return task, spec.baseline_source(), "the task's baseline", rel
+    if not kernel.is_file():
+        raise UserError(f"kernel file {kernel} not found: give the path of a .cu candidate")
+    source = kernel.read_text(encoding="utf-8")
+    lab.check_kernel(spec, source, str(kernel))
+    return task, source, str(kernel), rel
+
+
+@contextlib.contextmanager
+def open_models(roles: list[str], default: str | None, role_models: dict[str, str], base_url: str | None,
+                api_key_env: str | None, cache_mode: str | None):
+    """One client per distinct alias; every role without --role-model uses --model."""
+    from triforge.core import context
+    from triforge.core.cache import open_cache
+    from triforge.core.llm import get_llm
+
+    aliases = {r: role_models.get(r, default) for r in roles}
+    clients: dict[Any, Any] = {}
+    cache = open_cache(cache_mode)
+    try:
+        for alias in dict.fromkeys(aliases.values()):
+            clients[alias] = get_llm(alias, base_url=base_url, api_key_env=api_key_env)
+        with context.use(cache=cache) if cache is not None else contextlib.nullcontext():
+            yield {r: clients[a] for r, a in aliases.items()}, {r: clients[a].alias for r, a in aliases.items()}
+    finally:
+        for c in clients.values():
+            close = getattr(c, "close", None)
+            if callable(close):
+                close()
+        if cache is not None:
+            cache.close()
+
+
+def make_evaluator(evaluate_later: bool, gpus: int | None):
+    from triforge.astra.agents import Deferred, LocalPool
+
+    if evaluate_later:
+        return Deferred()
+    from triforge.astra.harness import require_gpu
+
+    require_gpu()
+    return LocalPool(gpus)
+
+
+def optimize(
+    task: str = typer.Option(None, "--task", help="Task name (see `triforge astra tasks`)."),
+    kernel: Path = typer.Option(None, "--kernel", help="Start from this kernel (candidate format) instead of the baseline."),
+    task_file: Path = typer.Option(None, "--task-file", help="A Python file defining TASK (your own operator)."),
+    model: str = typer.Option(None, "--model", "-m", help="Model alias for every role (triforge.toml)."),
+    role_model: list[str] = typer.Option(None, "--role-model", help="ROLE=ALIAS for one role (repeatable)."),
+    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible base URL."),
+    api_key_env: str = typer.Option(None, "--api-key-env", help="Environment variable holding the API key."),
+    rounds: int = typer.Option(5, "--rounds", min=1),
+    candidates: int = typer.Option(3, "--candidates", "-k", min=1, help="Candidates per round (from different plans)."),
+    repairs: int = typer.Option(1, "--repairs", min=0, help="Repairs per failing candidate (compile error, incorrect, crash)."),
+    single_agent: bool = typer.Option(False, "--single-agent", help="One agent does every role (ablation)."),
+    evaluate_later: bool = typer.Option(False, "--evaluate-later", help="Leave candidates for `triforge astra evaluate DIR`."),
+    out: Path = typer.Option(..., "--out", help="Run directory (re-running the same command resumes)."),
+    max_calls: int = typer.Option(None, "--max-calls", help="Hard limit on LLM calls."),
+    max_input_tokens: int = typer.Option(None, "--max-input-tokens"),
+    max_output_tokens: int = typer.Option(None, "--max-output-tokens"),
+    max_usd: float = typer.Option(None, "--max-usd", help="Hard limit in USD (from the alias's prices)."),
+    max_evaluations: int = typer.Option(None, "--max-evaluations", help="Hard limit on GPU evaluations (final check included)."),
+    max_steps: int = typer.Option(12, "--max-steps", help="Steps per agent run."),
+    no_profile: bool = typer.Option(False, "--no-profile", help="Skip the ncu digest of correct candidates."),
+    gpus: int = typer.Option(None, "--gpus", help="Workers for local evaluation (default: one per visible GPU)."),
+    cache: str = typer.Option(None, "--cache", help="Response cache: off, rw or replay."),
+) -> None:
+    """Make a kernel faster with the testing, profiling, planning and coding agents; the lab decides."""
+    from triforge.astra.agents import ROLES, SINGLE, LedgerLimits, Optimizer, OptimizeSettings
+
+    if max_evaluations is not None and max_evaluations < 3:
+        raise UserError("--max-evaluations must be at least 3 (the start kernel and the final check take up to 3)")
+    roles = [SINGLE] if single_agent else list(ROLES)
+    rm = parse_role_models(role_model, single_agent)
+    out.mkdir(parents=True, exist_ok=True)
+    task_name, source, label, rel = prepare_task(task, task_file, kernel, out)
+    (out / "command.txt").write_text(shlex.join(["triforge", "astra", "optimize", *sys.argv[3:]]) + "\n")
+    limits = LedgerLimits(max_calls, max_input_tokens, max_output_tokens, max_usd, max_evaluations)
+    evaluator = make_evaluator(evaluate_later, gpus)
+    try:
+        with open_models(roles, model, rm, base_url, api_key_env, cache) as (models, aliases):
+            settings = OptimizeSettings(task_name, source, label, rounds, candidates, repairs, single_agent, rel,
+                                        not no_profile, aliases, max_steps)
+            console.print(f"astra optimize [bold]{task_name}[/] from {label}: {rounds} round(s) x {candidates}, "
+                          f"models {aliases}, run directory {out}")
+            outcome = Optimizer(settings, models, evaluator, out, limits, on_event=lambda m: console.print(m, markup=False)).run()
+    finally:
+        evaluator.close()
+    if outcome.status == "waiting":
+        console.print(f"{len(outcome.waiting)} candidate(s) wait for evaluation: run `triforge astra evaluate {out}` "
+                      f"on a GPU machine, then re-run this command ({out}/command.txt) to continue", markup=False)
+        raise typer.Exit(EXIT_WAITING)
+    final = outcome.results.get("final", {})
+    console.print(f"best {outcome.best_id}: x{outcome.best_gain:.3f} over the start on the timing shapes; "
+                  f"final check {final.get('verdict', '-')}", markup=False)
+    for n in final.get("notes", []):
+        console.print(f"note: {n}", markup=False)
+    if outcome.stopped:
+        console.print(f"stopped early: {outcome.stopped}", markup=False)
+    console.print(f"reports: {out}/report.md, {out}/report.html, {out}/results.json")
+
+
+def evaluate(
+    run_dir: Path = typer.Argument(..., help="The run directory of `astra optimize --evaluate-later`."),
+    gpus: int = typer.Option(None, "--gpus", help="Workers (default: one per visible GPU)."),
+) -> None:
+    """Evaluate every candidate waiting in RUN_DIR and write candidates/<id>/result.json."""
+    from triforge.astra.agents.evaluator import evaluate_waiting, waiting_jobs
+
+    if not (run_dir / "state.json").is_file():
+        raise UserError(f"{run_dir} is not an astra optimize run directory (no state.json)")
+    jobs = waiting_jobs(run_dir)
+    if not jobs:
+        console.print(f"nothing waits in {run_dir}")
+        return
+    for j in jobs:
+        if j.task_file:
+            from triforge.astra import lab
+
+            lab.load_task_file(run_dir / j.task_file)
+    evaluator = make_evaluator(False, gpus)
+    try:
+        n = evaluate_waiting(run_dir, evaluator, lambda cid, r: console.print(f"{cid}: {r.get('verdict')}", markup=False))
+    finally:
+        evaluator.close()
+    cmd = (run_dir / "command.txt").read_text().strip() if (run_dir / "command.txt").is_file() else "the optimize command"
+    console.print(f"{n} of {len(jobs)} evaluated; continue with: {cmd}", markup=False)
