@@ -42,3 +42,29 @@ def test_solve_prints_a_line_per_step_without_a_terminal_and_a_rerun_says_it_is_
     text = " ".join(again.stdout.split())
     assert "holds a finished run from 20" in text and "add --fresh" in text
     assert json.loads((out / "results.json").read_text())["grade"]["status"] == "correct"
+
+
+def _demo(out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "triforge.cli.app", "demo", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def test_demo_twice_into_one_folder_starts_a_fresh_trace(tmp_path):
+    from triforge.core.trace_view import summarize
+
+    out = tmp_path / "demo"
+    assert _demo(out).returncode == 0
+    again = _demo(out)
+    assert again.returncode == 0 and "replaced the earlier demo run" in again.stdout
+    results = json.loads((out / "results.json").read_text())
+    assert summarize(out)["agent"]["demo"].calls == results["steps"] == 2  # not 4: the trace did not append
+
+
+def test_demo_refuses_a_folder_holding_another_run(tmp_path):
+    out = tmp_path / "other"
+    out.mkdir()
+    (out / "trace.jsonl").write_text("{}\n")
+    (out / "config.json").write_text('{"task": "abbots_puzzle", "model": {"alias": "gpt"}}')
+    r = _demo(out)
+    assert r.returncode == 2 and "holds another run's trace" in r.stderr
+    assert (out / "trace.jsonl").read_text() == "{}\n"  # nothing of the other run was touched
