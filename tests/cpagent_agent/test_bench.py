@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from triforge.core.budget import Budget, BudgetLimits
 from triforge.core.config import ModelConfig
 from triforge.core.llm import OpenAICompatLLM
+from triforge.core.provenance import StaleResults
+from triforge.core.react import AgentLimits
+from triforge.cpagent.agent import CPAgentConfig
 from triforge.cpagent.bench import run_bench
 from triforge.cpagent.task import task_from_problem
 from triforge.testing.cp_scripts import reference_submitter
@@ -30,29 +35,89 @@ def test_bench_grades_resumes_and_reports(tmp_path, problems):
     tasks = [task_from_problem(p) for p in problems]
     out = tmp_path / "bench"
     reply = reference_submitter(problems)
-    calls = {"n": 0}
+    down = {"among": True}
 
     def flaky(body):  # the endpoint dies for one problem: that run stops, the others go on
-        if "Requires exactly m values in x" in body["messages"][1]["content"]:  # the `among` problem
+        if down["among"] and "Requires exactly m values in x" in body["messages"][1]["content"]:
             return {"fault": "500"}
-        calls["n"] += 1
         return reply(body)
 
     with FakeOpenAIServer(flaky) as srv:
         llm = OpenAICompatLLM("fake", ModelConfig(model="fake-model", base_url=srv.base_url, max_retries=0))
         summary = run_bench(tasks, llm, out, jobs=2)
-    assert summary["grades"] == {"correct": 2, "not_submitted": 1}
-    runs = json.loads((out / "results.json").read_text())["runs"]
-    assert runs["among#seed0"]["status"] == "endpoint_error"
-    for f in ("report.md", "report.html", "results.json", "config.json"):
-        assert (out / f).is_file()
-    assert "<svg" in (out / "report.html").read_text()
+        assert summary["grades"] == {"correct": 2, "not_submitted": 1}
+        assert summary["unfinished"] == {"endpoint_error": ["among#seed0"]}
+        runs = json.loads((out / "results.json").read_text())["runs"]
+        assert runs["among#seed0"]["status"] == "endpoint_error"
+        for f in ("report.md", "report.html", "results.json", "config.json", "provenance.json"):
+            assert (out / f).is_file()
+        assert "<svg" in (out / "report.html").read_text()
+        for f in ("report.md", "report.html"):  # the report says the score is incomplete, and why
+            assert "1 run(s) failed at the endpoint (among#seed0)" in (out / f).read_text()
+        assert all(r["settings_hash"] == summary["settings_hash"] and "commit" in r and r["item_hash"]
+                   for r in runs.values())
 
-    with FakeOpenAIServer(reply) as srv:  # resume: only the unfinished problem runs again
-        llm = OpenAICompatLLM("fake", ModelConfig(model="fake-model", base_url=srv.base_url))
-        summary = run_bench(tasks, llm, out, jobs=2)
-        assert len(srv.requests) == 2
-    assert summary["pass_at_1"] == 1.0 and summary["grades"] == {"correct": 3}
+        down["among"] = False
+        before = len(srv.requests)
+        summary = run_bench(tasks, llm, out, jobs=2)  # resume: only the unfinished problem runs again
+        assert len(srv.requests) - before == 2
+    assert summary["pass_at_1"] == 1.0 and summary["grades"] == {"correct": 3} and not summary["unfinished"]
+    assert "Incomplete" not in (out / "report.md").read_text()
+
+
+def test_a_budget_stop_is_resumed_not_kept(tmp_path, problems):
+    """A run stopped by the budget (and runs never started) are done on resume, when the budget allows."""
+    tasks = [task_from_problem(p) for p in problems]
+    out = tmp_path / "bench"
+    with FakeOpenAIServer(reference_submitter(problems)) as srv:
+        llm = OpenAICompatLLM("fake", ModelConfig(model="fake-model", base_url=srv.base_url, max_retries=0))
+        summary = run_bench(tasks, llm, out, jobs=1, budget=Budget(BudgetLimits(max_calls=3)))
+        assert len(srv.requests) == 3 and summary["grades"] == {"correct": 1, "not_submitted": 1, "missing": 1}
+        assert summary["unfinished"] == {"budget_exceeded": ["among#seed0"], "not_run": ["added_corners#seed0"]}
+        assert "stopped by the budget" in (out / "report.md").read_text()
+        summary = run_bench(tasks, llm, out, jobs=1, budget=Budget(BudgetLimits(max_calls=10)))
+        assert len(srv.requests) == 3 + 4
+    assert summary["grades"] == {"correct": 3} and not summary["unfinished"]
+
+
+def test_bench_resumes_only_with_the_same_settings_and_data(tmp_path, problems):
+    tasks = [task_from_problem(p) for p in problems[:1]]
+    out = tmp_path / "bench"
+    with FakeOpenAIServer(reference_submitter(problems)) as srv:
+        cfg = ModelConfig(model="fake-model", base_url=srv.base_url, max_retries=0)
+        run_bench(tasks, OpenAICompatLLM("fake", cfg), out)
+        n = len(srv.requests)
+        for change in ({"model": "other"}, {"extra_body": {"top_k": 2}}):
+            with pytest.raises(StaleResults, match=r"\(model\.\w+ differs\); use a new --out or --fresh"):
+                run_bench(tasks, OpenAICompatLLM("fake", cfg.model_copy(update=change)), out)
+        with pytest.raises(StaleResults, match=r"agent\.limits differs"):
+            run_bench(tasks, OpenAICompatLLM("fake", cfg), out, config=CPAgentConfig(limits=AgentLimits(max_steps=3)))
+        with pytest.raises(StaleResults, match=r"agent\.project_prompt, prompts\.project differ\)"):
+            prompt = tmp_path / "p.md.j2"
+            prompt.write_text("Solve it. Keys: {{ output_keys | join(', ') }}")
+            run_bench(tasks, OpenAICompatLLM("fake", cfg), out, config=CPAgentConfig(project_prompt=prompt))
+        edited = [replace(tasks[0], description=tasks[0].description + " (edited)")]
+        with pytest.raises(StaleResults, match="data that has changed since .abbots_puzzle#seed0"):
+            run_bench(edited, OpenAICompatLLM("fake", cfg), out)
+        assert len(srv.requests) == n  # nothing was asked or served for other settings
+        again = run_bench([*tasks, task_from_problem(problems[1])], OpenAICompatLLM("fake", cfg), out)
+        assert again["grades"] == {"correct": 2} and len(srv.requests) == n + 2  # more problems: resumes
+        moved = run_bench(tasks, OpenAICompatLLM("fake", cfg.model_copy(update={"model": "other"})), out, fresh=True)
+    assert moved["grades"] == {"correct": 1} and Path(moved["moved_aside"]).parent == out
+    assert (Path(moved["moved_aside"]) / "results.json").is_file()
+
+
+def test_cli_bench_against_a_failing_endpoint_exits_non_zero_and_says_so(tmp_path):
+    examples = Path(__file__).resolve().parents[2] / "examples" / "cpbench"
+    with FakeOpenAIServer(lambda body: {"fault": "500"}) as srv:
+        (tmp_path / "triforge.toml").write_text(
+            f'[models.down]\nmodel = "m"\nbase_url = "{srv.base_url}"\nmax_retries = 0\n')
+        r = subprocess.run([sys.executable, "-m", "triforge.cli.app", "cpagent", "bench", "--data", str(examples),
+                            "--model", "down", "--out", str(tmp_path / "b")], capture_output=True, text=True,
+                           timeout=180, cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "failed at the endpoint" in r.stderr and "resume" in r.stderr and "Traceback" not in r.stderr
+    assert "failed at the endpoint" in (tmp_path / "b" / "report.md").read_text()
 
 
 def test_cli_solve_with_data_is_graded(tmp_path, problems, shared_data):

@@ -150,7 +150,8 @@ def guard_run_dir(path: str | Path, fp: Fingerprint, *, fresh: bool = False) -> 
             raise StaleResults(f"{record} is unreadable, so its results cannot be trusted; "
                                "use a new --out or --fresh") from None
         if diff := fp.differences(stored):
-            raise StaleResults(f"{path} holds results made with other settings ({', '.join(diff)} differ); "
+            verb = "differs" if len(diff) == 1 else "differ"
+            raise StaleResults(f"{path} holds results made with other settings ({', '.join(diff)} {verb}); "
                                "use a new --out or --fresh")
     elif any((path / f).exists() for f in RESULT_FILES):
         raise StaleResults(f"{path} holds results with no record of their settings (made by an older triforge); "

@@ -1,7 +1,12 @@
-"""`cpagent bench`: the agent on many problems and seeds in parallel, graded strictly, resumable."""
+"""`cpagent bench`: the agent on many problems and seeds in parallel, graded strictly, resumable.
+
+A resume reuses finished runs only when the settings are the same (`triforge.core.provenance`) and the
+problem's content has not changed; runs stopped by the budget, the endpoint or the harness run again.
+"""
 
 from __future__ import annotations
 
+import html
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -13,11 +18,17 @@ from triforge.core.budget import Budget
 from triforge.core.kernel_pool import KernelPool
 from triforge.core.llm import LLM
 from triforge.core.parallel import pmap
+from triforge.core.provenance import guard_run_dir, refuse_stale_items, stale_items
 from triforge.core.rundir import RunDir
 from triforge.cpagent.agent import CPAgentConfig
 from triforge.cpagent.bench_report import render_reports, summarize
+from triforge.cpagent.run_settings import bench_fingerprint, task_hash
 from triforge.cpagent.solve import FINAL, solve_task
 from triforge.cpagent.task import CPTask
+
+# Why a run has no result yet, as the report says it; each is run again on resume.
+UNFINISHED = {"endpoint_error": "failed at the endpoint", "budget_exceeded": "stopped by the budget",
+              "harness_error": "failed in the harness", "not_run": "not run (the budget was spent)"}
 
 
 def run_key(task_id: str, seed: int) -> str:
@@ -34,22 +45,33 @@ def run_bench(
     config: CPAgentConfig | None = None,
     budget: Budget | None = None,
     on_done: Callable[[str, dict[str, Any]], None] | None = None,
+    data: str | Path | None = None,
+    fresh: bool = False,
 ) -> dict[str, Any]:
-    """Run every (task, seed) not finished yet in `out`, then write results.json, report.md, report.html."""
-    rd = RunDir(out)
+    """Run every (task, seed) not finished yet in `out`, then write results.json, report.md, report.html.
+
+    `data` (the data set's path) is part of the settings; `fresh` moves earlier contents of `out` aside.
+    """
     config = config or CPAgentConfig()
-    state = rd.load_results()
-    runs: dict[str, Any] = state.get("runs", {})
+    temperature = config.temperature if seeds == 1 else (config.temperature if config.temperature is not None else 0.7)
+    config = replace(config, temperature=temperature)
+    fp = bench_fingerprint(llm, config, data=str(data) if data is not None else None)
+    rd = RunDir(out)
+    moved = guard_run_dir(rd.path, fp, fresh=fresh)
+    runs: dict[str, Any] = rd.load_results().get("runs", {})
+    hashes = {run_key(t.id, s): task_hash(t) for t in tasks for s in range(seeds)}
+    refuse_stale_items(rd.path, stale_items({k: r.get("item_hash") for k, r in runs.items()}, hashes))
     todo = [(t, s) for t in tasks for s in range(seeds) if runs.get(run_key(t.id, s), {}).get("status") not in FINAL]
     rd.write_config({"model": {"alias": llm.alias, **llm.config.model_dump()}, "seeds": seeds, "jobs": jobs,
-                     "problems": [t.id for t in tasks], "fresh_check": config.fresh_check})
+                     "problems": [t.id for t in tasks], "fresh_check": config.fresh_check, "settings_hash": fp.hash})
     lock = threading.Lock()
     pool = KernelPool(size=max(1, min(jobs, 8)), limits=None) if todo else None
 
-    def one(item: tuple[CPTask, int]) -> dict[str, Any]:
+    def one(item: tuple[CPTask, int]) -> dict[str, Any] | None:
         task, seed = item
-        cfg = replace(config, sample=seed, temperature=config.temperature if seeds == 1 else
-                      (config.temperature if config.temperature is not None else 0.7))
+        if budget is not None and budget.exceeded():
+            return None  # not started: it stays missing, and a resume runs it
+        cfg = replace(config, sample=seed)
         sandbox = pool.sandbox(timeout=cfg.cell_timeout_s) if pool else None
         try:
             rec = solve_task(task, llm, rd.path / "problems" / task.id / f"seed{seed}", config=cfg,
@@ -60,7 +82,7 @@ def run_bench(
         finally:
             if sandbox is not None:
                 sandbox.close()
-        rec["seed"] = seed
+        rec.update({"seed": seed, "item_hash": hashes[run_key(task.id, seed)], **fp.stamp()})
         with lock:
             runs[run_key(task.id, seed)] = rec
             rd.write_results({"runs": runs})  # after every problem: a crash loses only work in flight
@@ -75,6 +97,40 @@ def run_bench(
         if pool is not None:
             pool.close()
     summary = summarize(runs, [t.id for t in tasks], seeds)
+    summary.update({"unfinished": unfinished(runs, list(hashes)), **fp.stamp(),
+                    "moved_aside": str(moved) if moved else None})
     rd.write_results({"runs": runs, "summary": summary})
     render_reports(rd.path, summary, runs, llm.alias)
+    note_unfinished(rd.path, summary["unfinished"])
     return summary
+
+
+def unfinished(runs: dict[str, Any], keys: list[str]) -> dict[str, list[str]]:
+    """The runs without a result, by why: endpoint, budget, harness, or never started."""
+    out: dict[str, list[str]] = {}
+    for key in keys:
+        status = runs[key].get("status") if key in runs else "not_run"
+        if status in UNFINISHED:
+            out.setdefault(status, []).append(key)
+    return out
+
+
+def unfinished_text(unfinished: dict[str, list[str]]) -> str:
+    parts = [f"{len(keys)} run(s) {UNFINISHED[why]} ({', '.join(keys[:3])}{', ...' if len(keys) > 3 else ''})"
+             for why, keys in unfinished.items()]
+    return ("Incomplete: " + "; ".join(parts) + ". Their problems count as not solved here; re-run the same "
+            "command to resume them.")
+
+
+def note_unfinished(out: Path, unfinished: dict[str, list[str]]) -> None:
+    """Put the incomplete runs at the top of report.md and report.html, so no one reads the score alone."""
+    if not unfinished:
+        return
+    text = unfinished_text(unfinished)
+    md = out / "report.md"
+    head, _, rest = md.read_text(encoding="utf-8").partition("\n\n")
+    md.write_text(f"{head}\n\n**{text}**\n\n{rest}", encoding="utf-8")
+    page = out / "report.html"
+    doc = page.read_text(encoding="utf-8")
+    note = f"<p style='color:#b00020'><b>{html.escape(text)}</b></p>"
+    page.write_text(doc.replace("</h1>", "</h1>" + note, 1) if "</h1>" in doc else note + doc, encoding="utf-8")

@@ -1,8 +1,13 @@
-"""Solve one problem with the cpagent into a run directory, and grade it when it is a CP-Bench problem."""
+"""Solve one problem with the cpagent into a run directory, and grade it when it is a CP-Bench problem.
+
+`attempt` is cpagent's one evaluation path (agent run, then strict grading); `solve_task` puts an
+attempt in a run directory that resumes only with the same settings (`triforge.core.provenance`).
+"""
 
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -10,14 +15,18 @@ from typing import Any
 from triforge.core import context
 from triforge.core.budget import Budget
 from triforge.core.llm import LLM
+from triforge.core.provenance import guard_run_dir
 from triforge.core.rundir import RunDir
 from triforge.core.sandbox import KernelSandbox
 from triforge.core.trace import Tracer
 from triforge.core.trace_view import render_html
 from triforge.cpagent.agent import CPAgentConfig, fresh_run, run_cpagent
+from triforge.cpagent.run_settings import solve_fingerprint, task_hash
 from triforge.cpagent.task import CPTask
 
-FINAL = {"submitted", "limits_exceeded", "budget_exceeded"}  # statuses a resume does not redo
+# Statuses a resume does not redo. A budget stop, an endpoint failure or a harness error is not a result:
+# those runs are done again when the directory is resumed.
+FINAL = {"submitted", "limits_exceeded"}
 
 
 def grade_solution(task: CPTask, program: Path, solver: str = "ortools",
@@ -46,6 +55,43 @@ def grade_solution(task: CPTask, program: Path, solver: str = "ortools",
             "reasons": sorted({r for v in items if v.get("verdict") != "correct" for r in v.get("reasons", [])})}
 
 
+def grade_code(task: CPTask, code: str, solver: str = "ortools", fresh: dict[str, Any] | None = None
+               ) -> dict[str, Any]:
+    """`grade_solution` of program text."""
+    with tempfile.TemporaryDirectory(prefix="triforge-grade-") as d:
+        path = Path(d) / "solution.py"
+        path.write_text(code, encoding="utf-8")
+        return grade_solution(task, path, solver, fresh)
+
+
+def attempt(task: CPTask, llm: LLM, *, config: CPAgentConfig | None = None, sandbox: KernelSandbox | None = None,
+            run_dir: Path | None = None, grade: bool = True) -> dict[str, Any]:
+    """Run the agent once on `task` and grade what it hands in. The record holds the agent's status and
+    usage, `code` (when it submitted), `solution` and `grade`; a budget or endpoint stop is its status."""
+    result, bound = run_cpagent(llm, task, config=config, run_dir=run_dir, sandbox=sandbox)
+    record: dict[str, Any] = {"problem": task.id, "model": llm.alias, **result.summary(),
+                              "fresh_checks_failed": sum(not f.ok for f in bound.fresh_checks)}
+    if not result.submitted:
+        record["grade"] = {"status": "not_submitted", "reasons": [f"{result.status}: {result.message}"]}
+        return record
+    code = result.output["code"]
+    record["code"] = code
+    record["auto_submitted"] = bool(result.output.get("auto"))
+    fr = result.output.get("fresh_run")
+    solution = fr["solution"] if fr else None
+    if solution is None:  # the fresh check was off: run it once now, for solution.json
+        fr2 = fresh_run(code, task)
+        solution = fr2.solution if fr2.ok else None
+        record["unchecked_submission_ok"] = fr2.ok
+    record["solution"] = solution
+    if not (grade and task.gradable):
+        why = "no CP-Bench problem given (a plain problem file has no reference to grade against)"
+        record["grade"] = {"status": "ungraded", "reasons": [why]}
+    else:
+        record["grade"] = grade_code(task, code, fresh=fr)
+    return record
+
+
 def solve_task(
     task: CPTask,
     llm: LLM,
@@ -56,45 +102,31 @@ def solve_task(
     budget: Budget | None = None,
     grade: bool = True,
     resume: bool = True,
+    fresh: bool = False,
 ) -> dict[str, Any]:
-    """Run the agent on `task`, leave solution.py/solution.json/trace/report in `out`, return the record."""
+    """Run the agent on `task`, leave solution.py/solution.json/trace/report in `out`, return the record.
+
+    A finished record in `out` is returned as it is when it was made with the same settings; other
+    settings are refused (`StaleResults`); `fresh` moves earlier contents aside first.
+    """
+    config = config or CPAgentConfig()
+    fp = solve_fingerprint(task, llm, config)
     rd = RunDir(out)
+    moved = guard_run_dir(rd.path, fp, fresh=fresh)
     previous = rd.load_results()
     if resume and previous.get("status") in FINAL:
         return previous
-    config = config or CPAgentConfig()
     rd.write_config({"task": task.id, "model": {"alias": llm.alias, **llm.config.model_dump()},
-                     "limits": asdict(config.limits), "fresh_check": config.fresh_check,
-                     "auto_submit": config.auto_submit, "resample_repeats": config.resample_repeats,
-                     "forget_repeats": config.forget_repeats,
-                     "explain_length_cut": config.explain_length_cut, "cell_hints": config.cell_hints,
-                     "kernel_preamble": config.kernel_preamble,
-                     "project_prompt": str(config.project_prompt or "built-in"), "sample": config.sample})
+                     **config.settings(), "settings_hash": fp.hash})
     tracer = Tracer(rd.path)
     with context.use(tracer=tracer, budget=budget):
-        result, bound = run_cpagent(llm, task, config=config, run_dir=rd.path, sandbox=sandbox)
-    record: dict[str, Any] = {"problem": task.id, "model": llm.alias, **result.summary(),
-                              "fresh_checks_failed": sum(not f.ok for f in bound.fresh_checks)}
-    if result.submitted:
-        code = result.output["code"]
-        record["auto_submitted"] = bool(result.output.get("auto"))
+        record = attempt(task, llm, config=config, sandbox=sandbox, run_dir=rd.path, grade=grade)
+    code = record.pop("code", None)
+    if code is not None:
         (rd.path / "solution.py").write_text(code, encoding="utf-8")
-        fr = result.output.get("fresh_run")
-        solution = fr["solution"] if fr else None
-        if solution is None:  # the fresh check was off: run it once now, for solution.json
-            fr2 = fresh_run(code, task)
-            solution = fr2.solution if fr2.ok else None
-            record["unchecked_submission_ok"] = fr2.ok
-        if solution is not None:
-            (rd.path / "solution.json").write_text(json.dumps(solution, indent=1), encoding="utf-8")
-        record["solution"] = solution
-    if not result.submitted:
-        record["grade"] = {"status": "not_submitted", "reasons": [f"{result.status}: {result.message}"]}
-    elif not (grade and task.gradable):
-        why = "no CP-Bench problem given (a plain problem file has no reference to grade against)"
-        record["grade"] = {"status": "ungraded", "reasons": [why]}
-    else:
-        record["grade"] = grade_solution(task, rd.path / "solution.py", fresh=result.output.get("fresh_run"))
+    if record.get("solution") is not None:
+        (rd.path / "solution.json").write_text(json.dumps(record["solution"], indent=1), encoding="utf-8")
+    record.update({**fp.stamp(), "item_hash": task_hash(task), "moved_aside": str(moved) if moved else None})
     rd.write_results(record)
     present = [f for f in ("solution.py", "solution.json") if (rd.path / f).is_file()]
     rd.write_report(report_md(task, {**record, "files": present}))
