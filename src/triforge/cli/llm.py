@@ -75,7 +75,9 @@ def ping(
 
 @app.command("serve-fake")
 def serve_fake(
-    script: Path = typer.Option(..., "--script", help="JSON list of reply steps, or a .py file with `script`/`reply`."),
+    script: Path = typer.Option(..., "--script", help="JSON list of reply steps (\"text\" or {\"content\": ..., "
+                                "\"tool_calls\": [{\"name\": ..., \"arguments\": {...}}]}), or a .py file with "
+                                "`script`/`reply`."),
     port: int = typer.Option(0, "--port", help="Port on 127.0.0.1 (0 picks a free one)."),
     delay: float = typer.Option(0.0, "--delay", help="Seconds to wait before every reply."),
     log: Path = typer.Option(None, "--log", help="Append every request to this JSONL file."),

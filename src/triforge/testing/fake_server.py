@@ -1,18 +1,27 @@
 """A fake OpenAI-compatible server on loopback, driven by a script, with injectable faults.
 
 Serves `POST /v1/chat/completions` (plain and streamed) and `GET /v1/models`. The script is a list
-of steps or a function `(request_body) -> step`. A step is a string (text reply), or a dict with
-`content`, `tool_calls` (`[{"name", "arguments"}]`), and optionally:
+of steps or a function `(request_body) -> step`; one step answers one request. A step is a string
+(a text reply) or a dict with these keys, all optional:
 
-* `fault`: one of `429` (with `retry_after` seconds), any other HTTP status such as `500` or `401`, `slow` (sleeps `delay_s`, default 30,
-  past the client's timeout), `truncated` (a 200 reply whose JSON is cut off), `leak` (the tool
-  calls are written into `content` as JSON instead of `tool_calls`), `empty_choices`;
+* `content`: the reply text;
+* `tool_calls`: a list of calls, each `{"name": ..., "arguments": {...}}` (arguments as a dict or a
+  JSON string), or in the OpenAI shape `{"id": ..., "type": "function", "function": {"name": ...,
+  "arguments": "..."}}`;
+* `fault`: one of `429` (with `retry_after` seconds), any other HTTP status such as `500` or `401`,
+  `slow` (sleeps `delay_s`, default 30, past the client's timeout), `truncated` (a 200 reply whose
+  JSON is cut off), `leak` (the tool calls are written into `content` as JSON instead of
+  `tool_calls`), `empty_choices`;
 * `delay_s`: seconds to wait before replying;
 * `finish_reason`: reported as given (`length`: a reply cut at `max_tokens`, as llama.cpp reports it);
 * `usage`: `{"input_tokens", "output_tokens"}`.
 
-A fault step consumes one request. A request past the end of a list script gets HTTP 400
-(`script exhausted`). Every request is appended to a JSONL log (authorization removed).
+Example (JSON): `["Hello", {"tool_calls": [{"name": "submit", "arguments": {"answer": "42"}}]}]`.
+
+A malformed step is reported as a bad script: `load_script` names it, and at run time (a reply
+function's step) the request gets HTTP 400 `fake server: bad script step ...`. A request past the end
+of a list script gets HTTP 400 (`script exhausted`). Every request is appended to a JSONL log
+(authorization removed).
 """
 
 from __future__ import annotations
@@ -92,6 +101,49 @@ class FakeOpenAIServer:
                 self._index += 1
                 return step
         return fn(body)  # outside the lock: a reply function may be slow, and requests run in parallel
+
+
+STEP_KEYS = {"content", "tool_calls", "fault", "delay_s", "retry_after", "finish_reason", "usage", "role"}
+
+
+class ScriptError(ValueError):
+    """A script step that is not a reply the fake server can send."""
+
+
+def _tool_call(tc: Any, where: str) -> dict[str, Any]:
+    """One tool call in the flat shape `{"id"?, "name", "arguments"}`, from the flat or the OpenAI shape."""
+    if not isinstance(tc, dict):
+        raise ScriptError(f"{where} is {type(tc).__name__}, not an object with name and arguments")
+    if "function" in tc:  # OpenAI shape
+        fn = tc["function"]
+        if not isinstance(fn, dict):
+            raise ScriptError(f"{where}.function must be an object with name and arguments")
+        flat = {"name": fn.get("name"), "arguments": fn.get("arguments", {}), **({"id": tc["id"]} if "id" in tc else {})}
+    else:
+        flat = {k: tc[k] for k in ("id", "name", "arguments") if k in tc}
+        flat.setdefault("arguments", {})
+    if not isinstance(flat.get("name"), str) or not flat["name"]:
+        raise ScriptError(f"{where} has no name (use {{\"name\": ..., \"arguments\": {{...}}}} or the OpenAI shape)")
+    if not isinstance(flat["arguments"], dict | str):
+        raise ScriptError(f"{where}.arguments must be an object or a JSON string")
+    return flat
+
+
+def normalize_step(step: Any, where: str = "step") -> dict[str, Any]:
+    """A script step as a dict with flat tool calls; raises `ScriptError` saying what is wrong."""
+    if isinstance(step, str):
+        return {"content": step}
+    if not isinstance(step, dict):
+        raise ScriptError(f"{where} is {type(step).__name__}; a step is a string or an object")
+    unknown = sorted(set(step) - STEP_KEYS)
+    if unknown:
+        raise ScriptError(f"{where} has unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(STEP_KEYS))})")
+    calls = step.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise ScriptError(f"{where}.tool_calls must be a list")
+    if step.get("content") is not None and not isinstance(step["content"], str):
+        raise ScriptError(f"{where}.content must be a string")
+    return {**step, "tool_calls": [_tool_call(tc, f"{where}.tool_calls[{i}]") for i, tc in enumerate(calls)]}
 
 
 def _tokens(text: str) -> int:
@@ -183,8 +235,13 @@ class _Handler(BaseHTTPRequestHandler):
         step = self.fake.next_step(body)
         if callable(step):
             step = step(body)
-        if isinstance(step, str):
-            step = {"content": step}
+        if not (isinstance(step, dict) and step.get("fault") == "exhausted"):
+            try:
+                step = normalize_step(step, f"script step {len(self.fake.requests)}")
+            except ScriptError as e:
+                self.fake.errors.append(f"bad {e}")
+                self._error(400, f"fake server: bad {e}")
+                return
         delay = float(step.get("delay_s", self.fake.delay_s))
         fault = str(step.get("fault", ""))
         if fault == "exhausted":
@@ -240,7 +297,7 @@ def load_script(path: str | Path) -> Script:
         if callable(ns.get("reply")):
             return ns["reply"]
         if isinstance(ns.get("script"), list):
-            return ns["script"]
+            return _checked(ns["script"], p)
         raise UserError(f"{p} defines neither `script` (a list) nor `reply(request)`")
     try:
         data = json.loads(p.read_text())
@@ -248,4 +305,15 @@ def load_script(path: str | Path) -> Script:
         raise UserError(f"{p} is not valid JSON: {e.msg} at line {e.lineno}") from None
     if not isinstance(data, list):
         raise UserError(f"{p} must hold a JSON list of reply steps")
-    return data
+    return _checked(data, p)
+
+
+def _checked(steps: list[Any], path: Path) -> list[Any]:
+    from triforge.core.errors import UserError
+
+    for i, step in enumerate(steps, 1):
+        try:
+            normalize_step(step, f"step {i}")
+        except ScriptError as e:
+            raise UserError(f"bad script {path}: {e}") from None
+    return steps
