@@ -25,7 +25,7 @@ from typing import Any
 
 from triforge.core.errors import FormatError
 from triforge.core.llm import Completion
-from triforge.core.react import LoopPolicy
+from triforge.core.policy import LoopPolicy
 from triforge.core.tools import Call
 
 RESAMPLE_OFFSET = 1000  # re-asked replies use sample index: the run's sample + RESAMPLE_OFFSET * attempt
