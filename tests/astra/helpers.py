@@ -21,3 +21,8 @@ def hang() -> dict:
 
 def boom() -> dict:
     raise ValueError("planted failure")
+
+
+def handle(job: dict) -> dict:
+    """The worker's job handler in the worker tests: runs the function of this module that the job names."""
+    return globals()[job["kind"]](**job.get("kwargs", {}))

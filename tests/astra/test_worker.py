@@ -4,18 +4,43 @@ from __future__ import annotations
 
 import pytest
 
-from triforge.astra.worker import Worker
+from triforge.astra.worker import Worker, WorkerStartError, handle
 
 
 @pytest.fixture()
 def worker():
-    w = Worker(timeout=60)
+    w = Worker(timeout=60, handler="astra.helpers.handle")
     yield w
     w.stop()
 
 
 def _job(name: str) -> dict:
-    return {"kind": "eval_python", "target": f"astra.helpers.{name}"}
+    return {"kind": name}
+
+
+def test_the_product_handler_runs_no_code_by_name():
+    with pytest.raises(ValueError, match="unknown job kind 'eval_python'"):
+        handle({"kind": "eval_python", "target": "os.getpid"})
+
+
+def test_a_worker_that_cannot_start_reports_its_cause():
+    w = Worker(timeout=30, handler="astra.no_such_module.handle")
+    with pytest.raises(WorkerStartError, match="cannot load the job handler astra.no_such_module.handle"):
+        w.call({"kind": "ok"})
+    w.stop()
+
+
+def test_a_worker_that_fails_to_spawn_reports_its_cause(monkeypatch):
+    import multiprocessing.context as mpc
+
+    def refuse(self):
+        raise OSError("planted: no processes left")
+
+    monkeypatch.setattr(mpc.SpawnProcess, "start", refuse)
+    w = Worker(timeout=30)
+    with pytest.raises(WorkerStartError, match="could not be started: OSError: planted: no processes left"):
+        w.start()
+    w.stop()
 
 
 def test_jobs_run_in_another_process_and_reuse_it(worker):

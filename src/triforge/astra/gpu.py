@@ -50,6 +50,16 @@ def ensure_context() -> None:
         _READY.append(True)
 
 
+def device_attribute(name: str, ordinal: int = 0) -> int:
+    """A CUdevice_attribute by its short name (e.g. MEMORY_CLOCK_RATE, in kHz)."""
+    cu = driver()
+    err, dev = cu.cuDeviceGet(ordinal)
+    check(err, "cuDeviceGet")
+    err, value = cu.cuDeviceGetAttribute(getattr(cu.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}"), dev)
+    check(err, f"cuDeviceGetAttribute({name})")
+    return int(value)
+
+
 def device_arch() -> str:
     import torch
 

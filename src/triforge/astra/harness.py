@@ -46,10 +46,25 @@ def precheck(task_name: str, source: str) -> dict[str, Any] | None:
     except CandidateError as exc:
         return {"verdict": "compile_error", "reasons": [str(exc)], "task": task_name}
     findings = scan(source)
+    if not findings:
+        findings = audit_on_cpu(task_name, source)
     if findings:
         return {"verdict": "hack", "reasons": [str(f) for f in findings], "task": task_name,
                 "rules": sorted({f.rule for f in findings})}
     return None
+
+
+def audit_on_cpu(task_name: str, source: str, arch: str = "sm_90") -> list:
+    """Compile with NVRTC (no GPU needed) and audit the PTX; empty when NVRTC is not installed here or the
+    candidate does not compile (the worker reports that)."""
+    try:
+        from triforge.astra.compile import nvrtc_compile
+        from triforge.astra.ptx_audit import audit_ptx
+
+        res = nvrtc_compile(source, list(get_task(task_name).name_expressions().values()), arch=arch)
+    except Exception:  # noqa: BLE001 - no NVRTC here (missing library or bindings): the worker audits
+        return []
+    return audit_ptx(res.ptx, res.log) if res.ok else []
 
 
 def check(task_name: str, source: str, opts: EvalOptions, worker: Worker, timeout: float | None = None,

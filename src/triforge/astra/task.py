@@ -98,8 +98,9 @@ class TaskSpec:
         return self.output_tols.get(output) or self.tols[dtype]
 
     def shapes(self, which: str) -> list[Shape]:
+        # the timing shapes are checked too: a bug that shows only there is `incorrect`, never `hack`
         if which == "train":
-            return list(self.train) + list(self.fuzz)
+            return list(self.train) + list(self.fuzz) + list(self.timing)
         if which == "heldout":
             return list(self.heldout)
         if which == "fuzz":
@@ -107,7 +108,7 @@ class TaskSpec:
         if which == "sanitize":
             return list(self.fuzz) + list(self.train[:1])
         if which == "all":
-            return list(self.train) + list(self.fuzz) + list(self.heldout)
+            return list(self.train) + list(self.fuzz) + list(self.timing) + list(self.heldout)
         raise UserError(f"unknown shape set {which!r}: use train, heldout, all, fuzz or sanitize")
 
     def name_expressions(self) -> dict[str, str]:

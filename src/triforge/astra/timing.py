@@ -1,8 +1,10 @@
-"""Honest timing: L2 flushed, fresh buffers every call, callables interleaved, medians, A/A noise, graphs.
+"""Honest timing: L2 flushed, inputs nobody has seen before every call, callables interleaved, medians,
+A/A noise, graphs, and the physical floor no honest kernel can beat.
 
-Each timed callable takes a buffer set. Before every timed call the set's inputs are refreshed from
-one of several pristine random sets (a different one each call, on alternating buffers), the L2 is
-flushed with a large write, and CUDA events bracket the call alone.
+Every timed call gets inputs generated on the GPU from a fresh seed just before it (the callables of
+one round share that seed, each on its own newly made tensors), so no kernel can memoize an answer or
+find last call's output waiting in its buffer; then the L2 is flushed and CUDA events bracket the call
+alone. A callback sees every call's inputs and outputs, which lets the caller verify each of them.
 """
 
 from __future__ import annotations
@@ -29,40 +31,6 @@ class TimingStats:
         return cls(statistics.median(s), s[len(s) // 10], s[(len(s) * 9) // 10], len(s))
 
 
-class BufferPool:
-    """Pristine input sets and working sets for one (task, shape, dtype)."""
-
-    def __init__(self, task, shape, dtype: str, seed: int, pristine: int = 3, working: int = 2) -> None:
-        from triforge.astra.oracle import tensors
-
-        self.task = task
-        self.pristine = [task.make_inputs(shape, dtype, seed + i) for i in range(pristine)]
-        self.working = [task.make_inputs(shape, dtype, seed + 100 + i) for i in range(working)]
-        self.names = [k for k in tensors(self.pristine[0]) if k not in task.outputs]
-        self.counts: dict[int, int] = {}
-        self.last: dict[int, tuple[int, int]] = {}
-
-    def next(self, who: int = 0) -> dict[str, Any]:
-        """Refresh a working set from a pristine set (both alternate) for caller `who` and return it.
-
-        Each caller alternates over the working sets (and consecutive calls never reuse a pristine
-        set), so buffer placement cannot favour one of the callers that share a pool."""
-        i = self.counts.get(who, 0)
-        self.counts[who] = i + 1
-        w, p = (i + who) % len(self.working), (2 * i + who + 1) % len(self.pristine)
-        for k in self.names:
-            self.working[w][k].copy_(self.pristine[p][k])
-        self.last[who] = (w, p)
-        return self.working[w]
-
-    def last_output(self, who: int, name: str):
-        return self.working[self.last[who][0]][name]
-
-    def expected_last(self, who: int) -> dict[str, Any]:
-        """Reference outputs for the inputs of `who`'s most recent call (for the stale-output check)."""
-        return self.task.reference(self.pristine[self.last[who][1]], None)
-
-
 class L2Flush:
     """Evicts the L2: writes a large buffer, then reads it back, so no dirty line of the flush is left
     to be written back inside the timed call and no input stays cached."""
@@ -77,26 +45,33 @@ class L2Flush:
         self.buf.sum()
 
 
-def interleaved(fns: list[Callable[[dict[str, Any]], None]], pools: list[BufferPool], runs: int = 100,
-                warmup: int = 10, flush: bool = True) -> list[list[float]]:
-    """Time each fn `runs` times, round-robin (A B C A B C ...), each call on fresh buffers; microseconds."""
+def interleaved(fns: list[Callable[[dict[str, Any]], None]], make_inputs: Callable[[int], dict[str, Any]],
+                runs: int = 100, warmup: int = 10, flush: bool = True,
+                after: Callable[[int, int, dict[str, Any]], None] | None = None) -> list[list[float]]:
+    """Time each fn `runs` times, round-robin (A B C A B C ...), microseconds.
+
+    Before every call `make_inputs(round)` makes new inputs (one seed per round, shared by the round's
+    callables, so their outputs can be compared); `after(round, j, inputs)` runs after fn j's call,
+    outside the timed window (rounds < 0 are warm-ups)."""
     import torch
 
     flusher = L2Flush() if flush else None
     n = len(fns)
     starts = [[torch.cuda.Event(enable_timing=True) for _ in range(runs)] for _ in range(n)]
     ends = [[torch.cuda.Event(enable_timing=True) for _ in range(runs)] for _ in range(n)]
-    for r in range(warmup + runs):
+    for r in range(-warmup, runs):
         for j, fn in enumerate(fns):
-            inputs = pools[j].next(j)
+            inputs = make_inputs(r)
             if flusher is not None:
                 flusher()
-            if r < warmup:
+            if r < 0:
                 fn(inputs)
-                continue
-            starts[j][r - warmup].record()
-            fn(inputs)
-            ends[j][r - warmup].record()
+            else:
+                starts[j][r].record()
+                fn(inputs)
+                ends[j][r].record()
+            if after is not None:
+                after(r, j, inputs)
     torch.cuda.synchronize()
     return [[s.elapsed_time(e) * 1000.0 for s, e in zip(starts[j], ends[j], strict=True)] for j in range(n)]
 
@@ -164,3 +139,44 @@ def copy_bandwidth_gbs(nbytes: int = 2 << 30) -> float:
 def aa_spread(a: list[float], b: list[float]) -> float:
     """|median(a) / median(b) - 1| for the same kernel timed twice, interleaved."""
     return abs(statistics.median(a) / statistics.median(b) - 1.0)
+
+
+@dataclass(frozen=True)
+class Device:
+    """What bounds an honest kernel on this GPU: peak DRAM bandwidth (from the memory clock and bus
+    width), the L2 size, and the measured device-to-device copy bandwidth (read + write)."""
+
+    name: str
+    peak_gbs: float
+    l2_bytes: int
+    copy_gbs: float
+
+
+_DEVICE: list[Device] = []
+
+
+def device() -> Device:
+    if not _DEVICE:
+        import torch
+
+        from triforge.astra.gpu import device_attribute
+
+        clock_khz = device_attribute("MEMORY_CLOCK_RATE")
+        bus_bits = device_attribute("GLOBAL_MEMORY_BUS_WIDTH")
+        l2 = device_attribute("L2_CACHE_SIZE")
+        _DEVICE.append(Device(torch.cuda.get_device_name(), 2 * clock_khz * 1e3 * bus_bits / 8 / 1e9, l2,
+                              copy_bandwidth_gbs()))
+    return _DEVICE[0]
+
+
+def floor_us(read_bytes: int, write_bytes: int, dev: Device) -> float:
+    """The least time any kernel needs: the L2 is flushed before the call, so every input byte comes
+    from DRAM, and written bytes beyond what the L2 can hold must reach DRAM too (at peak bandwidth)."""
+    return (read_bytes + max(0, write_bytes - dev.l2_bytes)) / (dev.peak_gbs * 1e9) * 1e6
+
+
+def io_bytes(task, shape, dtype: str, inputs: dict[str, Any]) -> tuple[int, int]:
+    """(bytes an honest kernel must read, bytes it must write): the written tensors' sizes, and the
+    task's minimum traffic less the written tensors (in-place tensors are both read and written)."""
+    written = sum(int(inputs[k].numel() * inputs[k].element_size()) for k in task.written)
+    return task.min_bytes(shape, dtype) - written, written

@@ -14,7 +14,17 @@ from typing import Any
 DEFAULT_TIMEOUT = 300.0
 
 
-def _serve(conn) -> None:
+class WorkerStartError(RuntimeError):
+    """The worker process could not be started; the message says why."""
+
+
+def _serve(conn, handler: str = "triforge.astra.worker.handle") -> None:
+    mod, _, fn = handler.rpartition(".")
+    try:
+        handle_job = getattr(__import__(mod, fromlist=[fn]), fn)
+    except Exception as exc:  # noqa: BLE001 - tell the parent why, then leave
+        conn.send({"ready": False, "reasons": [f"cannot load the job handler {handler}: {type(exc).__name__}: {exc}"]})
+        os._exit(1)
     conn.send({"ready": True})
     while True:
         try:
@@ -22,7 +32,7 @@ def _serve(conn) -> None:
         except EOFError:
             os._exit(0)
         try:
-            conn.send(handle(job))
+            conn.send(handle_job(job))
         except Exception as exc:  # noqa: BLE001 - the context may be gone: report and leave
             from triforge.astra.evaluate import Fatal
 
@@ -46,18 +56,20 @@ def handle(job: dict[str, Any]) -> dict[str, Any]:
         from triforge.astra.bench import bench_task
 
         return bench_task(job["task"], job.get("source"), **job.get("options", {}))
-    if kind == "eval_python":  # tests: run a function by dotted name inside the worker
-        mod, _, fn = job["target"].rpartition(".")
-        return getattr(__import__(mod, fromlist=[fn]), fn)(**job.get("kwargs", {}))
     raise ValueError(f"unknown job kind {kind!r}")
 
 
 class Worker:
-    """A restartable worker process with a watchdog on every job."""
+    """A restartable worker process with a watchdog on every job.
 
-    def __init__(self, timeout: float = DEFAULT_TIMEOUT, start_timeout: float = 180.0) -> None:
+    `handler`: dotted name of the function that answers a job dict inside the worker (the lab's
+    `handle` by default; tests pass their own to exercise crash handling)."""
+
+    def __init__(self, timeout: float = DEFAULT_TIMEOUT, start_timeout: float = 180.0,
+                 handler: str = "triforge.astra.worker.handle") -> None:
         self.timeout = timeout
         self.start_timeout = start_timeout
+        self.handler = handler
         self.proc: Any = None
         self.conn: Any = None
         self.restarts = 0
@@ -68,23 +80,37 @@ class Worker:
     def start(self) -> None:
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child,), daemon=True, name="astra-worker")
-        self.proc.start()
-        child.close()
+        self.proc = ctx.Process(target=_serve, args=(child, self.handler), daemon=True, name="astra-worker")
         self.conn = parent
-        if not parent.poll(self.start_timeout):
+        try:
+            self.proc.start()
+        except Exception as exc:  # noqa: BLE001 - the cause, not a follow-up error, is what the user needs
             self.stop()
-            raise RuntimeError("astra worker did not start in time")
-        msg = parent.recv()
+            raise WorkerStartError(f"astra worker could not be started: {type(exc).__name__}: {exc}") from exc
+        finally:
+            child.close()
+        try:
+            ready = parent.poll(self.start_timeout)
+            msg = parent.recv() if ready else None
+        except (EOFError, OSError):
+            code = self.proc.exitcode if self.proc is not None else None
+            self.stop()
+            raise WorkerStartError(f"astra worker exited during start (exit code {code}); its error output "
+                                   "above says why") from None
+        if msg is None:
+            self.stop()
+            raise WorkerStartError(f"astra worker did not start within {self.start_timeout:.0f} s")
         if not msg.get("ready"):
             self.stop()
-            raise RuntimeError(f"astra worker failed to start: {msg.get('reasons')}")
+            raise WorkerStartError(f"astra worker failed to start: {'; '.join(msg.get('reasons') or [])}")
 
     def stop(self) -> None:
         if self.proc is not None:
-            if self.proc.is_alive():
+            started = self.proc.pid is not None
+            if started and self.proc.is_alive():
                 self.proc.kill()
-            self.proc.join(10)
+            if started:
+                self.proc.join(10)
         if self.conn is not None:
             self.conn.close()
         self.proc = self.conn = None

@@ -6,13 +6,15 @@ import math
 from typing import Any
 
 from triforge.astra.task import ELEM_SIZE, Param, TaskSpec
-from triforge.astra.tasks._common import empty, f64, generator, plant_specials, randn
+from triforge.astra.tasks._common import cross, empty, f64, generator, plant_specials, randn
 
 TRAIN = [dict(num_tokens=1, d=11008), dict(num_tokens=7, d=13824), dict(num_tokens=16, d=28672),
          dict(num_tokens=512, d=11008), dict(num_tokens=1024, d=13824)]
 HELDOUT = [dict(num_tokens=8192, d=11008), dict(num_tokens=2048, d=28672), dict(num_tokens=3, d=13824),
            dict(num_tokens=4096, d=13824)]
-FUZZ = [dict(num_tokens=5, d=1001), dict(num_tokens=3, d=7), dict(num_tokens=2, d=4103), dict(num_tokens=33, d=129)]
+# one token, a few, a block's worth plus one; sizes below, around and above a vector and a block, none a
+# multiple of the 16-byte vector width except 4096
+FUZZ = cross(num_tokens=[1, 3, 33], d=[7, 129, 1001, 4103, 4096])
 TIMING = [dict(num_tokens=4096, d=11008), dict(num_tokens=1024, d=11008), dict(num_tokens=16, d=11008)]
 
 

@@ -14,6 +14,14 @@ LLAMA_13B = (5120, 13824, 40, 40)
 LLAMA_70B = (8192, 28672, 64, 8)
 
 
+def cross(**edges: list) -> list[dict[str, int]]:
+    """Every combination of each dimension's edge values (the systematic fuzz set)."""
+    import itertools
+
+    keys = list(edges)
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(edges[k] for k in keys))]
+
+
 def tdtype(dtype: str):
     import torch
 

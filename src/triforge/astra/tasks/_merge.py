@@ -6,15 +6,14 @@ import math
 from typing import Any
 
 from triforge.astra.task import ELEM_SIZE, Param, TaskSpec, Tol
-from triforge.astra.tasks._common import empty, f64, generator, plant_specials, randn
+from triforge.astra.tasks._common import cross, empty, f64, generator, plant_specials, randn
 
 TRAIN = [dict(num_tokens=1, num_heads=32, head_dim=128), dict(num_tokens=16, num_heads=40, head_dim=128),
          dict(num_tokens=512, num_heads=32, head_dim=128), dict(num_tokens=2048, num_heads=64, head_dim=128),
          dict(num_tokens=7, num_heads=8, head_dim=64)]
 HELDOUT = [dict(num_tokens=8192, num_heads=32, head_dim=128), dict(num_tokens=4096, num_heads=64, head_dim=128),
            dict(num_tokens=3, num_heads=40, head_dim=128)]
-FUZZ = [dict(num_tokens=5, num_heads=3, head_dim=72), dict(num_tokens=3, num_heads=5, head_dim=40),
-        dict(num_tokens=2, num_heads=7, head_dim=96)]
+FUZZ = cross(num_tokens=[1, 5], num_heads=[3, 7], head_dim=[40, 72, 96])
 TIMING = [dict(num_tokens=4096, num_heads=32, head_dim=128), dict(num_tokens=1024, num_heads=32, head_dim=128),
           dict(num_tokens=16, num_heads=32, head_dim=128)]
 LSE_TOL = Tol(rel_norm=1e-5, rtol=1e-5, abs_tol=2e-6)
@@ -33,6 +32,7 @@ def make_inputs(shape: dict[str, int], dtype: str, seed: int, special: bool = Fa
     sa, sb = randn(lse_shape, "fp32", gen, scale=4.0), randn(lse_shape, "fp32", gen, scale=4.0)
     if special:
         plant_specials(va, dtype, gen)
+        plant_specials(vb, dtype, gen)
         n = sa.numel()
         fa, fb = sa.view(-1), sb.view(-1)
         fa[0] = -math.inf                      # empty first part

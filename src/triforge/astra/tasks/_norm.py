@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from triforge.astra.tasks._common import empty, f64, generator, plant_specials, randn, tdtype
+from triforge.astra.tasks._common import cross, empty, f64, generator, plant_specials, randn, tdtype
 
 EPS = 1e-6
 TRAIN = [dict(num_tokens=1, hidden=4096), dict(num_tokens=7, hidden=5120), dict(num_tokens=16, hidden=8192),
          dict(num_tokens=512, hidden=4096), dict(num_tokens=2048, hidden=5120)]
 HELDOUT = [dict(num_tokens=8192, hidden=4096), dict(num_tokens=4096, hidden=8192), dict(num_tokens=3, hidden=5120),
            dict(num_tokens=1024, hidden=8192)]
-FUZZ = [dict(num_tokens=5, hidden=1001), dict(num_tokens=2, hidden=4103), dict(num_tokens=9, hidden=33),
-        dict(num_tokens=4, hidden=12345)]
+FUZZ = cross(num_tokens=[1, 2, 9], hidden=[33, 1001, 4103, 12345])
 TIMING = [dict(num_tokens=4096, hidden=8192), dict(num_tokens=1024, hidden=4096), dict(num_tokens=16, hidden=4096)]
 
 
@@ -26,8 +25,9 @@ def make_inputs(shape: dict[str, int], dtype: str, seed: int, special: bool = Fa
         out["residual"] = randn((t, h), dtype, gen)
     else:
         out["out"] = empty((t, h), dtype)
-    if special:
+    if special:  # in every operand: the input, the residual and the weight
         plant_specials(x, dtype, gen)
+        plant_specials(w, dtype, gen)
         if fused:
             plant_specials(out["residual"], dtype, gen)
     return out

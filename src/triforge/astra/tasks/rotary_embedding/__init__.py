@@ -19,7 +19,7 @@ def _s(t, h, kv, d, neox):
 TRAIN = [_s(1, 32, 32, 128, 1), _s(16, 32, 32, 128, 0), _s(512, 40, 40, 128, 1), _s(2048, 64, 8, 128, 0),
          _s(7, 64, 8, 128, 1)]
 HELDOUT = [_s(8192, 32, 32, 128, 1), _s(4096, 64, 8, 128, 0), _s(3, 40, 40, 128, 0), _s(1024, 64, 8, 128, 1)]
-FUZZ = [_s(5, 3, 1, 64, 1), _s(5, 3, 1, 64, 0), _s(9, 2, 2, 80, 1), _s(2, 1, 1, 96, 0)]
+FUZZ = [_s(t, h, kv, d, neox) for t in (1, 5) for h, kv in ((3, 1), (2, 2)) for d in (64, 80, 96) for neox in (0, 1)]
 TIMING = [_s(4096, 32, 32, 128, 1), _s(1024, 32, 32, 128, 1), _s(16, 32, 32, 128, 1)]
 
 
@@ -36,8 +36,9 @@ def make_inputs(shape: dict[str, int], dtype: str, seed: int, special: bool = Fa
     freqs = torch.arange(MAX_POS, device="cuda", dtype=torch.float32)[:, None] * inv_freq[None, :]
     cache = torch.cat([freqs.cos(), freqs.sin()], dim=-1).to(tdtype(dtype))
     q, k = randn((t, h * d), dtype, gen), randn((t, kv * d), dtype, gen)
-    if special:
+    if special:  # in both rotated operands
         plant_specials(q, dtype, gen)
+        plant_specials(k, dtype, gen)
     return {"positions": pos, "query": q, "key": k, "cos_sin_cache": cache, "num_heads": h, "num_kv_heads": kv,
             "head_size": d, "rot_dim": d, "is_neox": shape["is_neox"]}
 
