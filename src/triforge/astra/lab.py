@@ -227,7 +227,7 @@ def check(task_name: str, source: str, *, worker: Any, shapes: str = "train", ti
     early = precheck(task_name, source)
     if early is not None:
         return CheckResult.from_dict(early)
-    job = {"kind": "eval_python", "target": "triforge.astra.lab.evaluate_in_worker",
+    job = {"kind": "lab_evaluate",
            "kwargs": {"task_name": task_name, "source": source, "task_file": task_file,
                       "extra_shapes": extra_shapes or [], "time_heldout": time_heldout,
                       "options": {"shapes": shapes, "timing": timing, "base_seed": seed, "runs": runs}}}

@@ -44,7 +44,7 @@ def _serve(conn, handler: str = "triforge.astra.worker.handle") -> None:
 
 def handle(job: dict[str, Any]) -> dict[str, Any]:
     kind = job["kind"]
-    if kind in ("evaluate", "bench"):
+    if kind in ("evaluate", "bench", "lab_evaluate"):
         from triforge.astra import gpu
 
         gpu.ensure_context()
@@ -52,6 +52,10 @@ def handle(job: dict[str, Any]) -> dict[str, Any]:
         from triforge.astra.evaluate import EvalOptions, evaluate
 
         return evaluate(job["task"], job["source"], EvalOptions(**job.get("options", {}))).to_dict()
+    if kind == "lab_evaluate":  # the agents' lab: a task variant (user file, extra shapes), then evaluate
+        from triforge.astra.lab import evaluate_in_worker
+
+        return evaluate_in_worker(**job.get("kwargs", {}))
     if kind == "bench":
         from triforge.astra.bench import bench_task
 
