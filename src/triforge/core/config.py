@@ -12,6 +12,7 @@ import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -122,7 +123,10 @@ def resolve_model(
         raise ConfigError(
             "no model given: pass --model ALIAS, set TRIFORGE_MODEL, or set default_model in triforge.toml"
         )
+    url_source = "--base-url" if base_url else "TRIFORGE_BASE_URL"
     base_url = base_url or os.environ.get("TRIFORGE_BASE_URL") or None
+    if base_url:
+        check_base_url(base_url, url_source)
     api_key_env = api_key_env or os.environ.get("TRIFORGE_API_KEY_ENV") or None
     if name not in settings.models and not base_url and (provider := providers.for_alias(name)) is not None:
         return name, provider.builtin_config()
@@ -144,4 +148,20 @@ def resolve_model(
     cfg = cfg.model_copy(update=updates)
     if not cfg.base_url:
         raise ConfigError(f"model alias {name!r} has no base_url; set it in triforge.toml or pass --base-url")
+    if not base_url:
+        check_base_url(cfg.base_url, f"base_url of [models.{name}]")
     return name, cfg
+
+
+def check_base_url(url: str, source: str) -> str:
+    """An endpoint URL must be http(s)://HOST[:PORT][/path] (or a registered provider's scheme); a malformed
+    one is a configuration error at once, not an endpoint to retry."""
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port or 0) >= 0
+    except ValueError:
+        ok = False
+    if ok and not any(c.isspace() for c in url) or providers.for_base_url(url) is not None:
+        return url
+    raise ConfigError(f"{source} {url!r} is not a valid URL: give http(s)://HOST[:PORT]/v1, "
+                      f"e.g. http://localhost:8000/v1")
