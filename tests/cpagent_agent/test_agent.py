@@ -129,20 +129,18 @@ def test_budget_stop_keeps_run_dir(tmp_path):
 
 def test_endpoint_fault_mid_run_then_resume(tmp_path):
     out = tmp_path / "run"
-    first = [call("python_exec", code="x = 1"), {"fault": "500"}, {"fault": "500"}]
-    with FakeOpenAIServer(first) as srv:
+    script = [call("python_exec", code="x = 1"), {"fault": "500"}, {"fault": "500"}, call("submit", code=GOOD)]
+    with FakeOpenAIServer(script) as srv:  # one endpoint: the endpoint is part of the settings a resume keeps
         llm = OpenAICompatLLM("fake", ModelConfig(model="fake-model", base_url=srv.base_url, max_retries=1),
                               sleep=lambda s: None)
         rec = solve_task(TASK, llm, out)
-    assert rec["status"] == "endpoint_error" and "gave up after 2 attempts" in rec["message"]
-    assert json.loads((out / "results.json").read_text())["status"] == "endpoint_error"
-    assert (out / "trace.jsonl").read_text().count('"kind": "tool"') == 1
-    with FakeOpenAIServer([call("submit", code=GOOD)]) as srv:
-        llm = OpenAICompatLLM("fake", ModelConfig(model="fake-model", base_url=srv.base_url))
+        assert rec["status"] == "endpoint_error" and "gave up after 2 attempts" in rec["message"]
+        assert json.loads((out / "results.json").read_text())["status"] == "endpoint_error"
+        assert (out / "trace.jsonl").read_text().count('"kind": "tool"') == 1
         rec = solve_task(TASK, llm, out)
         assert rec["status"] == "submitted"
         again = solve_task(TASK, llm, out)  # finished: a resume does nothing
-    assert again == rec and len(srv.requests) == 1
+    assert again == rec and len(srv.requests) == 4
 
 
 def test_problem_file_without_output_format(tmp_path):
