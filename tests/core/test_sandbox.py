@@ -12,7 +12,9 @@ import psutil
 import pytest
 from test_sandbox_support import live_descendants, wait_until
 
-from triforge.core import sandbox_isolation
+from triforge.core import isolation, sandbox_isolation
+from triforge.core.errors import UserError
+from triforge.core.isolation import IsolationUnavailable
 from triforge.core.sandbox import KernelSandbox, SandboxError
 
 
@@ -126,17 +128,42 @@ def test_isolation_report_matches_proc(sb):
     assert sb.execute("import os\nos.getpid() < 10").result == str(iso.pid_namespace)
 
 
-def test_isolation_is_not_claimed_when_unavailable(monkeypatch):
-    monkeypatch.setattr(sandbox_isolation, "unshare_flags", lambda: ())
-    monkeypatch.setattr("triforge.core.sandbox_kernel.unshare_flags", lambda: ())
+def test_untrusted_code_is_refused_when_no_isolation_works(monkeypatch):
+    monkeypatch.setattr(isolation, "mechanism", lambda: isolation.Mechanism("none", why_not="test: no namespaces"))
+    before = live_descendants()
+    with pytest.raises(IsolationUnavailable, match="no namespaces.*--isolation none"):
+        KernelSandbox()
+    assert live_descendants() <= before
+
+
+def test_refused_when_a_started_kernel_is_not_confined_as_asked(monkeypatch):
+    """Read back, not assumed: a launch whose private /tmp did not happen is refused after start."""
+    real = isolation.filesystem_spec
+
+    def no_private_tmp(policy, writable):
+        fs = real(policy, writable)
+        fs["cover"] = {p: m for p, m in fs["cover"].items() if p != "/tmp"}
+        return fs
+
+    monkeypatch.setattr(isolation, "filesystem_spec", no_private_tmp)
+    with pytest.raises(IsolationUnavailable, match="host /tmp shared"):
+        KernelSandbox()
+
+
+def test_isolation_turned_off_runs_and_is_not_claimed(monkeypatch):
+    monkeypatch.setenv(isolation.ENV_VAR, "none")
     monkeypatch.setattr(sandbox_isolation, "writable_controllers", lambda: ())
     with KernelSandbox() as box:
         iso = box.isolation
-        assert not iso.network_isolated and not iso.pid_namespace
-        assert iso.process_limit == "none" and "memory cgroup" not in iso.memory_limit
+        assert not iso.network_isolated and not iso.pid_namespace and not iso.private_tmp
+        assert iso.process_limit == "none" or iso.process_limit.startswith("RLIMIT_NPROC")
+        assert "memory cgroup" not in iso.memory_limit
         assert "NOT isolated" in iso.summary() and iso.notes
         assert _ns(box.kernel_pid, "net") == _ns("self", "net")
         assert box.execute("1 + 1").ok
+    monkeypatch.setenv(isolation.ENV_VAR, "off")
+    with pytest.raises(UserError, match="'auto'.*'none'"):
+        KernelSandbox()
 
 
 def test_kernel_dies_with_its_host_process():
@@ -178,7 +205,8 @@ def test_a_dead_kernel_is_seen_while_its_launcher_still_runs(sb):
     # the process that reaps the kernel: the launcher itself, or under a PID namespace the launcher's PID 1
     # (stopping `unshare` instead left that PID 1 free to reap the kernel: CI failed so, 2026-12-03)
     reaper = psutil.Process(pid).ppid()
-    assert reaper != pid
+    # never stop this test's own process (it would wait for itself forever): a reaper must be there
+    assert reaper not in (pid, os.getpid()), sb.isolation.summary()
     os.kill(reaper, signal.SIGSTOP)
     try:
         # SIGSTOP takes effect when the reaper next runs: kill the kernel before that and it may still reap it

@@ -32,6 +32,7 @@ class ProcLimits:
     max_file_mb: int | None = None  # RLIMIT_FSIZE
     max_processes: int | None = None  # RLIMIT_NPROC
     core_dumps: bool = False
+    open_files: int | None = None  # RLIMIT_NOFILE
 
     def prlimit_args(self) -> list[str]:
         args = [] if self.core_dumps else ["--core=0"]
@@ -43,6 +44,8 @@ class ProcLimits:
             args.append(f"--fsize={self.max_file_mb << 20}")
         if self.max_processes:
             args.append(f"--nproc={self.max_processes}")
+        if self.open_files:
+            args.append(f"--nofile={self.open_files}")
         return args
 
 

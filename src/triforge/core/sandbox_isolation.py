@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import signal
-import subprocess
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -19,27 +17,6 @@ from pathlib import Path
 import psutil
 
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
-
-
-@functools.cache
-def unshare_flags() -> tuple[str, ...]:
-    """The `unshare` options that work here (network, PID, mount, UTS, IPC namespaces), or () when none do."""
-    exe = shutil.which("unshare")
-    if exe is None:
-        return ()
-    full = ("--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--uts", "--ipc")
-    for flags in (full, ("--net", "--pid", "--fork", "--kill-child", "--mount-proc"), ("--net",)):
-        try:
-            done = subprocess.run([exe, *flags, "true"], capture_output=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if done.returncode == 0:
-            return flags
-    return ()
-
-
-def unshare_exe() -> str:
-    return shutil.which("unshare") or "unshare"
 
 
 def _own_cgroup_dir(controller: str) -> Path | None:
@@ -194,16 +171,41 @@ class Isolation:
     writable_mounts: tuple[str, ...] | None = None  # None: the whole host filesystem is writable
     rlimits: dict[str, int | None] = field(default_factory=dict)  # soft values; None = unlimited
     notes: tuple[str, ...] = ()
+    private_tmp: bool = False  # /tmp is the sandbox's own, not the host's
+    home_hidden: bool = False  # the user's home is covered (only what the run needs is bound back)
+    user_namespace: bool = False  # runs in an unprivileged user namespace (no root on the host needed)
+    mechanism: str = "none"
 
-    def summary(self) -> str:
+    def gaps(self, network_allowed: bool = False, home_allowed: bool = False) -> list[str]:
+        """What the policy asks for and is not in force (empty when it holds)."""
+        out = []
+        if not network_allowed and not self.network_isolated:
+            out.append("network reachable")
+        if not self.pid_namespace:
+            out.append("host processes visible")
+        if self.writable_mounts is None:
+            out.append("host filesystem writable")
+        if not self.private_tmp:
+            out.append("host /tmp shared")
+        if not home_allowed and not self.home_hidden:
+            out.append("home readable")
+        if not self.capabilities_dropped:
+            out.append("capabilities kept")
+        return out
+
+    def confinement(self) -> str:
+        """What the code can reach (the limits aside)."""
         net = "isolated (own namespace, loopback only)" if self.network_isolated else "NOT isolated"
         pid = "own PID namespace" if self.pid_namespace else "host PID namespace"
         fs = "writable: whole host" if self.writable_mounts is None else f"writable: {', '.join(self.writable_mounts)}"
         caps = "no capabilities" if self.capabilities_dropped else "capabilities kept"
-        return (
-            f"network: {net}; {pid}; processes: {self.process_limit}; memory: {self.memory_limit}; "
-            f"cpu: {self.cpu_limit}; {fs}; {caps}"
-        )
+        tmp = "private /tmp" if self.private_tmp else "host /tmp"
+        home = "home hidden" if self.home_hidden else "home visible"
+        return f"mechanism: {self.mechanism}; network: {net}; {pid}; {fs}; {tmp}; {home}; {caps}"
+
+    def summary(self) -> str:
+        return (f"{self.confinement()}; processes: {self.process_limit}; memory: {self.memory_limit}; "
+                f"cpu: {self.cpu_limit}")
 
 
 _RLIMITS = {
@@ -230,7 +232,7 @@ def _interfaces(pid: int) -> list[str]:
     return [line.split(":", 1)[0].strip() for line in lines]
 
 
-def verify(kernel_pid: int, cgroups: CgroupSet, cpu_seconds: int | None = None) -> Isolation:
+def verify(kernel_pid: int, cgroups: CgroupSet, cpu_seconds: int | None = None, mechanism: str = "none") -> Isolation:
     proc = psutil.Process(kernel_pid)
     rl: dict[str, int | None] = {}
     for name, res in _RLIMITS.items():
@@ -273,9 +275,32 @@ def verify(kernel_pid: int, cgroups: CgroupSet, cpu_seconds: int | None = None) 
         cpu_limit = f"{cpu_seconds} s per cell, kernel and children (cpuacct cgroup)"
     else:
         cpu_limit = f"{cpu_seconds} s per cell, kernel process only"
+    private_tmp = _own_view(kernel_pid, "/tmp")
+    home = os.path.realpath(os.path.expanduser("~"))
+    home_hidden = _own_view(kernel_pid, home) or home == "/" or not os.path.isdir(home)  # no home to hide
+    if not private_tmp:
+        notes.append("the host's /tmp is shared with the kernel")
+    if not home_hidden:
+        notes.append(f"the user's home ({home}) is visible to the kernel")
     return Isolation(
-        network_isolated, pid_ns, process_limit, memory_limit, cpu_limit, caps, writable, rl, tuple(notes)
+        network_isolated, pid_ns, process_limit, memory_limit, cpu_limit, caps, writable, rl, tuple(notes),
+        private_tmp, home_hidden, _ns(kernel_pid, "user") not in ("", _ns("self", "user")), mechanism,
     )
+
+
+def _own_view(pid: int, path: str) -> bool:
+    """Whether `pid` sees another filesystem at `path` than we do (a private tmpfs over it, or nothing)."""
+    try:
+        os.stat(f"/proc/{pid}/root/")
+        mine = os.stat(path).st_dev
+    except OSError:
+        return False
+    try:
+        return os.stat(f"/proc/{pid}/root{path}").st_dev != mine
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
 
 
 def _capabilities_dropped(pid: int) -> bool:

@@ -13,7 +13,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -27,10 +26,10 @@ import zmq
 from jupyter_client.session import Session
 
 from triforge.core.errors import TriforgeError
-from triforge.core.sandbox_isolation import CgroupSet, Isolation, unshare_exe, unshare_flags, verify
-from triforge.core.sandbox_limits import WRITABLE, SandboxLimits, kernel_env, outermost
+from triforge.core.isolation import CONFINEMENT_FAILED, plan, refusal
+from triforge.core.sandbox_isolation import CgroupSet, Isolation, verify
+from triforge.core.sandbox_limits import SandboxLimits, kernel_env, outermost
 
-_LAUNCHER = Path(__file__).with_name("sandbox_launcher.py")
 _PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
 
 
@@ -91,7 +90,11 @@ class KernelProcess:
             self._handshake(startup_timeout)
             self.kernel_pid = self._find_kernel_pid()
             self._own = {self.popen.pid, self.kernel_pid, psutil.Process(self.kernel_pid).ppid()}
-            self.isolation = verify(self.kernel_pid, self.cgroups, limits.cpu_seconds)
+            self.isolation = verify(self.kernel_pid, self.cgroups, limits.cpu_seconds, self.mechanism.name)
+            policy = limits.policy()
+            gaps = self.isolation.gaps(policy.network, not policy.hide_home) if policy.enabled else []
+            if gaps:  # never run model-written code believing it is confined when it is not
+                raise refusal(f"{self.mechanism.name} started, but {', '.join(gaps)}")
         except BaseException:
             self.kill()
             raise
@@ -101,34 +104,30 @@ class KernelProcess:
         conn = {"transport": "ipc", "ip": base, "key": self.session.key.decode(), "signature_scheme": "hmac-sha256"}
         conn.update(_PORTS)
         (self.runtime / "kernel.json").write_text(json.dumps(conn))
+        policy = self.limits.policy()
+        launch = plan(policy, self.runtime / "spec.json", writable=[str(self.cwd), str(self.runtime)])
+        self.mechanism = launch.mechanism
         lifeline_r, self._lifeline = os.pipe()  # the kernel's namespace dies when this process does
-        flags = unshare_flags()
-        if self.limits.network:
-            flags = tuple(f for f in flags if f != "--net")
-        use_ns = "--pid" in flags or "--net" in flags
         spec = {
+            **launch.spec,
             "cgroups": [str(p) for p in self.cgroups.dirs.values()],
-            "loopback_up": "--net" in flags,
             "rlimits": self.limits.rlimits(),
-            "reaper": "--pid" in flags,
-            "lifeline": lifeline_r if "--pid" in flags else None,
-            "writable": outermost([str(self.cwd), str(self.runtime), *WRITABLE]) if "--mount-proc" in flags else None,
-            "drop_capabilities": True,
+            "lifeline": lifeline_r if launch.spec["reaper"] else None,
             "cwd": str(self.cwd),
             "kernel_argv": ["-f", str(self.runtime / "kernel.json"), "--HistoryManager.enabled=False"],
         }
-        self.writable = spec["writable"]
+        fs = spec["filesystem"]
+        # host paths the kernel writes through to (the private /tmp is not the host's)
+        self.writable = outermost(fs["keep_rw"]) if fs else None
         (self.runtime / "spec.json").write_text(json.dumps(spec))
         for sub in ("home", "ipython", "mpl"):
             (self.runtime / sub).mkdir()
-        cmd = [sys.executable, str(_LAUNCHER), str(self.runtime / "spec.json")]
-        if use_ns:
-            cmd = [unshare_exe(), *flags, *cmd]
+        cmd = launch.argv
         self.shell = self._socket(zmq.DEALER, f"ipc://{base}-{_PORTS['shell_port']}")
         self.iopub = self._socket(zmq.SUB, f"ipc://{base}-{_PORTS['iopub_port']}")
         self.iopub.setsockopt(zmq.SUBSCRIBE, b"")
         env = kernel_env(self.limits, self.runtime)
-        if "--pid" not in flags:  # ipykernel then watches its parent itself
+        if not spec["reaper"]:  # ipykernel then watches its parent itself
             env["JPY_PARENT_PID"] = str(os.getpid())
         try:
             with open(self.runtime / "kernel.log", "wb") as log:
@@ -166,6 +165,8 @@ class KernelProcess:
             if now > end:
                 raise SandboxError(f"kernel did not start within {timeout:.0f} s: {self.log_tail()}")
             if not self.alive():
+                if self.popen is not None and self.popen.poll() == CONFINEMENT_FAILED:
+                    raise refusal(self.log_tail(300).splitlines()[-1])
                 raise SandboxError(f"kernel exited while starting: {self.log_tail()}")
             if not replied and now >= next_ask:  # ask again now and then, as jupyter_client does
                 msg = self.session.msg("kernel_info_request", {})

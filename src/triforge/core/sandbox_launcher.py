@@ -1,10 +1,11 @@
-"""Launcher for a sandboxed IPython kernel: applies limits to itself, then becomes the kernel.
+"""Launcher for untrusted code: applies limits to itself, then becomes an IPython kernel or a program.
 
-Run as a script (``python sandbox_launcher.py SPEC_JSON``), possibly under ``unshare``; it
-imports nothing from triforge so that the kernel's module namespace stays clean. Steps, in order:
-join the cgroups, bring the private loopback up, set rlimits, make the filesystem read-only but
-for a few writable paths (in its own mount namespace), drop every capability, then (inside a PID
-namespace) fork: the parent stays as PID 1 and only reaps orphans, the child runs ipykernel.
+Run as a script (``python sandbox_launcher.py SPEC_JSON``) under ``unshare`` (see
+`triforge.core.isolation`); it imports nothing from triforge so that the kernel's module namespace
+stays clean. Steps, in order: join the cgroups, bring the private loopback up, set rlimits, confine
+the filesystem (private /tmp, home hidden, read-only but for the writable paths; its own mount
+namespace), drop every capability, then (inside a PID namespace) fork: the parent stays as PID 1
+and only reaps orphans, the child runs ipykernel (`kernel_argv`) or execs `exec_argv`.
 """
 
 import json
@@ -46,29 +47,66 @@ def _libc():
     return ctypes, ctypes.CDLL(None, use_errno=True)
 
 
-def _readonly_except(writable: list[str]) -> None:
-    """Make every mount read-only except `writable` (this is a private mount namespace)."""
+def _mount_api():
     ctypes, libc = _libc()
-    ms_bind, ms_rec = 4096, 16384
-    at_fdcwd, at_recursive, attr_rdonly = -100, 0x8000, 0x1
+    at_fdcwd, at_recursive = -100, 0x8000
     nr_mount_setattr = 442  # the same number on x86_64 and arm64
 
     class MountAttr(ctypes.Structure):
         _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
                     ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
 
-    def setattr_(path: str, set_: int, clr: int) -> None:
+    def mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+        if libc.mount(source.encode(), target.encode(), fstype and fstype.encode(), flags, data and data.encode()):
+            raise OSError(ctypes.get_errno(), f"mount {fstype or 'bind'} on {target}")
+
+    def setattr_(path: str, set_: int, clr: int, recursive: bool) -> None:
         attr = MountAttr(set_, clr, 0, 0)
-        if libc.syscall(nr_mount_setattr, at_fdcwd, path.encode(), at_recursive, ctypes.byref(attr), ctypes.sizeof(attr)):
+        flags = at_recursive if recursive else 0
+        if libc.syscall(nr_mount_setattr, at_fdcwd, path.encode(), flags, ctypes.byref(attr), ctypes.sizeof(attr)):
             raise OSError(ctypes.get_errno(), f"mount_setattr {path}")
 
-    for path in writable:  # a bind mount of its own, so that it can stay writable
-        if os.path.isdir(path) and libc.mount(path.encode(), path.encode(), None, ms_bind | ms_rec, None):
-            raise OSError(ctypes.get_errno(), f"bind {path}")
-    setattr_("/", attr_rdonly, 0)
-    for path in writable:
-        if os.path.isdir(path):
-            setattr_(path, 0, attr_rdonly)
+    return mount, setattr_
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _confine_filesystem(fs: dict) -> None:
+    """Private tmpfs over `cover` (the host's /tmp, the user's home...), the `keep_ro` and `keep_rw` paths
+    bound back in at their own place, then every mount read-only except the writable ones.
+
+    Kept paths are opened before anything is covered, so that a path under a covered directory (a
+    workdir in the host's /tmp, a virtual environment in the home) is bound back from its open fd.
+    """
+    mount, setattr_ = _mount_api()
+    ms_nosuid, ms_nodev, ms_bind, ms_rec = 2, 4, 4096, 16384
+    attr_rdonly = 0x1
+    cover = {p: mode for p, mode in fs.get("cover", {}).items() if os.path.isdir(p)}
+    keep = [(p, False) for p in fs.get("keep_ro", [])] + [(p, True) for p in fs.get("keep_rw", [])]
+    keep = [(p, rw) for p, rw in keep if os.path.exists(p)]
+    fds = {p: os.open(p, os.O_PATH | os.O_CLOEXEC) for p, _ in keep}
+    for path in cover:
+        mount("tmpfs", path, "tmpfs", ms_nosuid | ms_nodev, "mode=1777" if cover[path] == "rw" else "mode=755")
+    bound = []
+    for path, rw in sorted(keep, key=lambda k: k[0].count("/")):  # parents first: children land on them
+        if not any(_under(path, c) for c in cover) and not rw:
+            continue  # still visible where it is; read-only like the rest
+        if not os.path.exists(path):
+            if os.path.isdir(f"/proc/self/fd/{fds[path]}"):
+                os.makedirs(path, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                open(path, "a").close()
+        mount(f"/proc/self/fd/{fds[path]}", path, None, ms_bind | ms_rec, None)
+        bound.append((path, rw))
+    for fd in fds.values():
+        os.close(fd)
+    setattr_("/", attr_rdonly, 0, True)
+    # only these exact mounts become writable again: what is bound below them stays read-only
+    for path in [c for c, mode in cover.items() if mode == "rw"] + [p for p, rw in bound if rw]:
+        setattr_(path, 0, attr_rdonly, False)
 
 
 def _drop_capabilities() -> None:
@@ -144,26 +182,41 @@ def _run_kernel(argv: list[str]) -> None:
     kernelapp.launch_new_instance()
 
 
+def _exec(argv: list[str]) -> None:
+    # an ignored signal stays ignored across exec: the program gets default dispositions whatever
+    # the caller's (a background job ignores SIGINT; Python ignores SIGPIPE)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as exc:
+        print(f"sandbox launcher: cannot run {argv[0]}: {exc.strerror}", file=sys.stderr)
+        os._exit(127)
+
+
+def _step(strict: bool, what: str, fn, *args) -> None:
+    """Run one confinement step; under a strict policy a failure ends the launch (exit 125)."""
+    try:
+        fn(*args)
+    except OSError as exc:
+        print(f"sandbox launcher: {what}: {exc}", file=sys.stderr)
+        if strict:
+            sys.stderr.flush()
+            os._exit(125)
+
+
 def main() -> None:
     with open(sys.argv[1]) as f:
         spec = json.load(f)
+    strict = bool(spec.get("strict"))
     _join_cgroups(spec.get("cgroups", []))
     if spec.get("loopback_up"):
-        try:
-            _loopback_up()
-        except OSError as exc:  # the kernel still runs, only without a private loopback
-            print(f"sandbox launcher: could not bring loopback up: {exc}", file=sys.stderr)
+        _step(False, "could not bring loopback up", _loopback_up)  # no loopback: still no network
     _set_rlimits(spec.get("rlimits", {}))
-    if spec.get("writable") is not None:
-        try:
-            _readonly_except(spec["writable"])
-        except OSError as exc:
-            print(f"sandbox launcher: filesystem left writable: {exc}", file=sys.stderr)
+    if spec.get("filesystem") is not None:
+        _step(strict, "filesystem not confined", _confine_filesystem, spec["filesystem"])
     if spec.get("drop_capabilities"):
-        try:
-            _drop_capabilities()
-        except OSError as exc:
-            print(f"sandbox launcher: capabilities not dropped: {exc}", file=sys.stderr)
+        _step(strict, "capabilities not dropped", _drop_capabilities)
     os.chdir(spec["cwd"])
     lifeline = spec.get("lifeline")
     if spec.get("reaper"):
@@ -172,6 +225,8 @@ def main() -> None:
             _reap_until(child, lifeline)
     if lifeline is not None:
         os.close(lifeline)
+    if spec.get("exec_argv"):
+        _exec(spec["exec_argv"])
     _run_kernel(spec["kernel_argv"])
 
 

@@ -6,11 +6,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from triforge.core.isolation import IsolationPolicy
+
 _PASS_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH", "PYTHONHASHSEED")
-
-# Writable inside the sandbox besides its working directory; everything else is mounted read-only.
-WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/dev")
-
 
 def outermost(paths: list[str]) -> list[str]:
     real = sorted({os.path.realpath(p) for p in paths})
@@ -25,8 +23,12 @@ class SandboxLimits:
     cpu_seconds: int | None = 600  # per cell: CPU time of the kernel and its children (one core-second each)
     max_processes: int | None = 256  # tasks (threads count) in the kernel's pids cgroup
     max_file_mb: int | None = 1024
-    network: bool = False
+    network: bool = False  # shorthand for the policy's `network`
     env: tuple[tuple[str, str], ...] = field(default=())
+    isolation: IsolationPolicy = field(default_factory=IsolationPolicy.from_env)
+
+    def policy(self) -> IsolationPolicy:
+        return self.isolation.widened(network=self.network)
 
     def rlimits(self) -> dict[str, list[int]]:
         rl: dict[str, list[int]] = {"RLIMIT_CORE": [0, 0]}

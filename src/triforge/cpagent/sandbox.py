@@ -1,19 +1,16 @@
-"""Running a submitted program with limits: rlimits, a fresh temp cwd, a scrubbed env, no network when possible."""
+"""Running a submitted program for grading: the core isolation runner (`core.sandbox_run`) with CP-Bench's limits."""
 
 from __future__ import annotations
 
 import os
-import resource
-import shutil
-import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 from triforge.core import proc
+from triforge.core.isolation import IsolationPolicy
+from triforge.core.sandbox_run import run_isolated
 
 MEMORY_LIMIT_BYTES = 8 << 30
 FILE_SIZE_LIMIT_BYTES = 64 << 20
@@ -30,51 +27,31 @@ class Limits:
         # CPU time adds up over threads: allow every core for the whole wall budget, plus start-up.
         return int(self.wall_s * (os.cpu_count() or 1)) + 10
 
-
-def _preexec(limits: Limits) -> Callable[[], None]:
-    def apply() -> None:
-        cpu = limits.cpu_s()
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES_LIMIT, OPEN_FILES_LIMIT))
-
-    return apply
+    def proc_limits(self) -> proc.ProcLimits:
+        return proc.ProcLimits(memory_mb=self.memory_bytes >> 20, cpu_seconds=self.cpu_s(),
+                               max_file_mb=self.file_bytes >> 20, max_processes=512, open_files=OPEN_FILES_LIMIT)
 
 
-@cache
-def net_isolation_prefix() -> tuple[str, ...]:
-    """`unshare --net --` when this process may create a network namespace (root), else nothing."""
-    exe = shutil.which("unshare")
-    if exe is None or os.geteuid() != 0:
-        return ()
-    try:
-        ok = subprocess.run([exe, "--net", "--", "true"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        ok = False
-    return (exe, "--net", "--") if ok else ()
-
-
-def isolation_summary(limits: Limits) -> str:
-    net = "no network (own net namespace)" if net_isolation_prefix() else "network NOT isolated (needs root)"
+def _summary(limits: Limits, isolation: str) -> str:
     return (f"rlimits: address space {limits.memory_bytes >> 30} GiB, cpu {limits.cpu_s()} s, "
             f"file size {limits.file_bytes >> 20} MiB, no core dumps; wall {limits.wall_s:g} s; "
-            f"fresh temp cwd; scrubbed env; {net}")
+            f"fresh temp cwd; scrubbed env; {isolation}")
 
 
-def _env(home: str) -> dict[str, str]:
-    keep = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TZ") if k in os.environ}
-    return keep | {"HOME": home, "TMPDIR": home, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
+def run_python(source: str, limits: Limits, *, python: str = sys.executable, stdin: str | None = None,
+               policy: IsolationPolicy | None = None) -> tuple[proc.ProcResult, str]:
+    """Run `source` as a Python program under `limits`; returns the result and a summary of the isolation.
 
-
-def run_python(source: str, limits: Limits, *, python: str = sys.executable,
-               stdin: str | None = None) -> tuple[proc.ProcResult, str]:
-    """Run `source` as a Python program under `limits`; returns the result and a summary of the isolation."""
+    Raises `IsolationUnavailable` (a `UserError`) when the isolation cannot be held here and was not
+    turned off (`--isolation none`).
+    """
     with tempfile.TemporaryDirectory(prefix="cpbench-sub-") as tmp:
         prog = Path(tmp, "submission.py")
         prog.write_text(source, encoding="utf-8")
-        cmd = [*net_isolation_prefix(), python, "-I", str(prog)]
-        res = proc.run(cmd, timeout=limits.wall_s, cwd=tmp, env=_env(tmp), input=stdin,
-                       preexec_fn=_preexec(limits))
-    return res, isolation_summary(limits)
+        policy = policy or IsolationPolicy.from_env()
+        if python != sys.executable:  # another interpreter and its packages must stay readable
+            policy = policy.widened(read_only=(os.path.dirname(os.path.dirname(os.path.realpath(python))),))
+        run = run_isolated([python, "-I", str(prog)], workdir=tmp, timeout=limits.wall_s, policy=policy,
+                           limits=limits.proc_limits(), input=stdin)
+    net = "no network (own net namespace)" if run.policy.enabled and not run.policy.network else "network NOT isolated"
+    return run.result, _summary(limits, f"{net}; {run.isolation}")
