@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -51,9 +52,17 @@ def _register() -> None:
 
     cpagent_cli.app.command("solve")(cpagent_agent.solve)
     cpagent_cli.app.command("bench")(cpagent_agent.bench)
-    app.add_typer(cpagent_cli.app, name="cpagent")
-    app.add_typer(astra_cli.app, name="astra")
-    app.add_typer(maestro_cli.app, name="maestro")
+    from triforge.maestro.programs import SEED_NAMES
+
+    app.add_typer(cpagent_cli.app, name="cpagent",
+                  help="cpagent: turn a constraint problem in plain language into a verified CPMpy model "
+                       "(solve, bench), and check reference models and submissions (refs, grade).")
+    app.add_typer(astra_cli.app, name="astra",
+                  help="astra: make CUDA kernels faster with testing, profiling, planning and coding agents, "
+                       "and check, time and profile candidate kernels.")
+    app.add_typer(maestro_cli.app, name="maestro",
+                  help="maestro: run and score LLM agent programs (a graph of modules with their config) on "
+                       f"benchmarks. Built-in programs: {', '.join(SEED_NAMES)} (`maestro show NAME` prints one).")
     try:
         from triforge.cli import local as local_cli
     except ImportError:
@@ -64,10 +73,25 @@ def _register() -> None:
 _register()
 
 
+def command() -> Any:
+    """The app as a click command whose --help shows no `<bool>` type on flags (a flag takes no value)."""
+    cmd = typer.main.get_command(app)
+    _hide_flag_types(cmd)
+    return cmd
+
+
+def _hide_flag_types(cmd: Any) -> None:
+    for p in [*cmd.params, cmd.get_help_option(typer.Context(cmd))]:
+        if getattr(p, "is_flag", False):
+            p.metavar = ""
+    for sub in getattr(cmd, "commands", {}).values():
+        _hide_flag_types(sub)
+
+
 def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:]) or os.environ.get("TRIFORGE_DEBUG") == "1"
     try:
-        app(args=argv, standalone_mode=True)
+        command()(args=argv, standalone_mode=True)
     except UserError as e:
         if debug:
             raise
