@@ -25,13 +25,27 @@ def test_shape_sets(name):
     t = get_task(name)
     tokens = [s["num_tokens"] for s in t.train]
     assert min(tokens) <= 16 and max(tokens) >= 512, "train needs decode and prefill shapes"
-    assert not [s for s in t.heldout if s in t.train], "heldout shapes must not be visible in train"
+    assert not [s for s in t.heldout if s in t.train + t.timing], "heldout shapes must not be visible in train or timing"
     assert max(s["num_tokens"] for s in t.heldout) >= 4096
     assert t.fuzz and all(t.min_bytes(s, "bf16") > 0 and t.flops(s) > 0 for s in t.train + t.fuzz + t.heldout)
-    assert set(t.shapes("all")) if False else len(t.shapes("all")) == len(t.train) + len(t.fuzz) + len(t.heldout)
+    assert len(t.shapes("all")) == len(t.train) + len(t.fuzz) + len(t.timing) + len(t.heldout)
+    # the oracle checks the timing shapes, so a bug there is `incorrect` and never mistaken for a hack
+    assert all(s in t.shapes("train") for s in t.timing)
     assert t.dtypes == ("bf16", "fp16", "fp32")
     assert set(t.written) and not set(t.outputs) & set(t.inplace)
     assert {p.name for p in t.params} >= set(t.written)
+
+
+@pytest.mark.parametrize("name", sorted(all_tasks()))
+def test_fuzz_crosses_one_token_with_sizes_off_the_vector_width(name):
+    t = get_task(name)
+    size = {"d", "hidden", "head_dim", "head_size"} & set(t.fuzz[0])
+    singles = [s for s in t.fuzz if s["num_tokens"] == 1]
+    assert singles, "a single-token shape"
+    if name != "per_token_group_quant_fp8":  # its groups are whole multiples by definition
+        key = size.pop()
+        assert any(s[key] % 8 for s in singles), "one token with a size that is not a multiple of 8 elements"
+    assert len({s["num_tokens"] for s in t.fuzz}) >= 2 and len(t.fuzz) >= 12
 
 
 def test_fuzz_has_odd_tails():

@@ -21,6 +21,10 @@ from triforge.core.errors import UserError
 
 _LAUNCH = re.compile(r"^\s*//\s*@launch\s+(block|grid|smem)\s*:\s*(.+?)\s*$", re.M)
 _FUNCS = {"cdiv": lambda a, b: -(-a // b), "min": min, "max": max}
+MAX_EXPR_CHARS = 200
+MAX_VALUE = 1 << 62  # every constant and intermediate value: no expression can build a huge integer
+GRID_LIMITS = ((1 << 31) - 1, 65535, 65535)
+BLOCK_LIMITS = (1024, 1024, 64)
 
 
 class CandidateError(Exception):
@@ -44,6 +48,8 @@ class Candidate:
     def from_source(cls, source: str, path: str | None = None) -> Candidate:
         exprs = {m.group(1): m.group(2) for m in _LAUNCH.finditer(source)}
         for key, expr in exprs.items():
+            if len(expr) > MAX_EXPR_CHARS:
+                raise CandidateError(f"@launch {key} expression is longer than {MAX_EXPR_CHARS} characters")
             try:
                 _check_expr(ast.parse(expr, mode="eval").body)
             except (SyntaxError, ValueError) as exc:
@@ -52,7 +58,9 @@ class Candidate:
 
 
 def _check_expr(node: ast.AST) -> None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        if abs(node.value) > MAX_VALUE:
+            raise ValueError(f"constant {node.value} is too large")
         return
     if isinstance(node, ast.Name):
         return
@@ -72,6 +80,14 @@ def _check_expr(node: ast.AST) -> None:
 
 
 def _eval(node: ast.AST, env: dict[str, int]):
+    value = _eval_node(node, env)
+    for v in value if isinstance(value, tuple) else (value,):
+        if abs(v) > MAX_VALUE:
+            raise CandidateError(f"@launch value {v} is out of range")
+    return value
+
+
+def _eval_node(node: ast.AST, env: dict[str, int]):
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name):
@@ -80,6 +96,10 @@ def _eval(node: ast.AST, env: dict[str, int]):
         return env[node.id]
     if isinstance(node, ast.BinOp):
         a, b = _eval(node.left, env), _eval(node.right, env)
+        if isinstance(a, tuple) or isinstance(b, tuple):
+            raise CandidateError("@launch arithmetic on a tuple")
+        if isinstance(node.op, ast.FloorDiv | ast.Mod) and b == 0:
+            raise CandidateError("@launch divides by zero")
         ops = {ast.Add: a.__add__, ast.Sub: a.__sub__, ast.Mult: a.__mul__, ast.FloorDiv: a.__floordiv__, ast.Mod: a.__mod__}
         return ops[type(node.op)](b)
     if isinstance(node, ast.Tuple):
@@ -97,7 +117,11 @@ def _dim3(value, what: str) -> tuple[int, int, int]:
     vals = tuple(value) if isinstance(value, tuple) else (value,)
     if not all(isinstance(v, int) and v >= 1 for v in vals):
         raise CandidateError(f"@launch {what} must be positive integers, got {value!r}")
-    return (tuple(vals) + (1, 1))[:3]  # type: ignore[return-value]
+    dims = (tuple(vals) + (1, 1))[:3]
+    limits = GRID_LIMITS if what == "grid" else BLOCK_LIMITS
+    if any(v > lim for v, lim in zip(dims, limits, strict=True)):
+        raise CandidateError(f"@launch {what} {dims} exceeds the device limits {limits}")
+    return dims  # type: ignore[return-value]
 
 
 def resolve_launch(exprs: dict[str, str], default: dict[str, str], env: dict[str, int]) -> Launch:
@@ -114,8 +138,9 @@ def resolve_launch(exprs: dict[str, str], default: dict[str, str], env: dict[str
 
 
 def _strip_comments(src: str) -> str:
-    src = re.sub(r"/\*.*?\*/", " ", src, flags=re.S)
-    return re.sub(r"//[^\n]*", " ", src)
+    from triforge.astra.preprocess import clean
+
+    return clean(src)
 
 
 def kernel_params(source: str, entry: str) -> list[str]:

@@ -185,6 +185,7 @@ def validate_task(task: TaskSpec, where: str) -> None:
             raise bad(f"shape {shape} has keys {sorted(shape)}, the first train shape {sorted(keys)}")
         try:
             env = {**shape, "elem_size": 2, "vec": 8}
+            resolve_launch({}, task.default_launch, env)  # candidates without launch lines get the default
             resolve_launch(Candidate.from_source(source).launch_exprs, task.default_launch, env)
         except CandidateError as exc:
             raise bad(f"launch for {shape_label(shape)}: {exc}") from None

@@ -40,6 +40,13 @@ def _root(
         os.environ["TRIFORGE_DEBUG"] = "1"
 
 
+def _needs_extra(why: str):
+    def command() -> None:
+        raise UserError(f"cpagent needs its extra here ({why}): pip install 'triforge[cpagent]'")
+
+    return command
+
+
 def _register() -> None:
     from triforge.cli import demo as demo_cli
     from triforge.cli import llm as llm_cli
@@ -48,10 +55,14 @@ def _register() -> None:
     app.add_typer(llm_cli.app, name="llm")
     app.add_typer(trace_cli.app, name="trace")
     app.command("demo")(demo_cli.demo)
-    from triforge.cli import cpagent_agent
+    try:  # without the sandbox extra the other systems still start; solve/bench then say what is missing
+        from triforge.cli import cpagent_agent
 
-    cpagent_cli.app.command("solve")(cpagent_agent.solve)
-    cpagent_cli.app.command("bench")(cpagent_agent.bench)
+        cpagent_cli.app.command("solve")(cpagent_agent.solve)
+        cpagent_cli.app.command("bench")(cpagent_agent.bench)
+    except ImportError as exc:
+        for name in ("solve", "bench"):
+            cpagent_cli.app.command(name, help=f"Unavailable here: {exc}.")(_needs_extra(str(exc)))
     from triforge.maestro.programs import SEED_NAMES
 
     app.add_typer(cpagent_cli.app, name="cpagent",

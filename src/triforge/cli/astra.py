@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import typer
@@ -11,7 +12,8 @@ from rich.table import Column, Table
 from triforge.cli.common import console
 from triforge.core.errors import UserError
 
-app = typer.Typer(help="astra commands.", no_args_is_help=True)
+app = typer.Typer(help="astra's kernel lab: list tasks, check, time, profile and scan CUDA candidates.",
+                  no_args_is_help=True)
 
 
 def _read_kernel(path: Path | None) -> str | None:
@@ -27,12 +29,15 @@ def tasks_cmd() -> None:
     """List the kernel tasks."""
     from triforge.astra.task import all_tasks
 
-    table = Table("dtypes", "train", "heldout", "fuzz", "outputs / in place")
-    table.columns.insert(0, Column("task", no_wrap=True))
+    # fits 80 columns: names never cut, counts narrow, the written tensors wrap inside their column
+    table = Table(Column("task", no_wrap=True, min_width=25), Column("train", justify="right"),
+                  Column("fuzz", justify="right"), Column("held", justify="right"), Column("time", justify="right"),
+                  Column("writes (* in place)", overflow="fold"), box=None, pad_edge=False)
     for t in all_tasks().values():
-        table.add_row(t.name, ",".join(t.dtypes), str(len(t.train)), str(len(t.heldout)), str(len(t.fuzz)),
-                      ", ".join(t.outputs + [f"{k} (in place)" for k in t.inplace]))
+        table.add_row(t.name, str(len(t.train)), str(len(t.fuzz)), str(len(t.heldout)), str(len(t.timing)),
+                      " ".join(t.outputs + [f"{k}*" for k in t.inplace]))
     console.print(table)
+    console.print("every task runs in bf16, fp16 and fp32", markup=False)
 
 
 @app.command("check")
@@ -133,12 +138,26 @@ def profile_cmd(
 
 
 @app.command("scan")
-def scan_cmd(kernel: Path = typer.Option(..., "--kernel")) -> None:
-    """Static anti-hack scan only (no GPU)."""
+def scan_cmd(
+    kernel: Path = typer.Option(..., "--kernel", help="Candidate .cu file."),
+    task: str | None = typer.Option(None, "--task", help="Also compile with NVRTC (no GPU needed) and audit the PTX."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON also when clean (`[]`)."),
+) -> None:
+    """Static anti-hack scan (no GPU): findings as a JSON list, or `clean`; with --task also the audit of the
+    compiled PTX. Exit 1 when anything is found."""
     from triforge.astra.scan import scan
 
-    found = scan(_read_kernel(kernel) or "")
-    console.print(json.dumps([str(f) for f in found], indent=2) if found else "clean")
+    source = _read_kernel(kernel) or ""
+    found = [str(f) for f in scan(source)]
+    if task is not None:
+        from triforge.astra.harness import audit_on_cpu
+        from triforge.astra.task import get_task
+
+        get_task(task)
+        found += [str(f) for f in audit_on_cpu(task, source)]
+    # machine-readable output goes straight to stdout, never through the terminal library's wrapping
+    sys.stdout.write((json.dumps(found, indent=2) if found or json_out else "clean") + "\n")
+    sys.stdout.flush()
     raise typer.Exit(1 if found else 0)
 
 

@@ -9,7 +9,7 @@ from triforge.astra.tasks._common import cross, empty, f64, generator, plant_spe
 EPS = 1e-6
 TRAIN = [dict(num_tokens=1, hidden=4096), dict(num_tokens=7, hidden=5120), dict(num_tokens=16, hidden=8192),
          dict(num_tokens=512, hidden=4096), dict(num_tokens=2048, hidden=5120)]
-HELDOUT = [dict(num_tokens=8192, hidden=4096), dict(num_tokens=4096, hidden=8192), dict(num_tokens=3, hidden=5120),
+HELDOUT = [dict(num_tokens=8192, hidden=4096), dict(num_tokens=6144, hidden=8192), dict(num_tokens=3, hidden=5120),
            dict(num_tokens=1024, hidden=8192)]
 FUZZ = cross(num_tokens=[1, 2, 9], hidden=[33, 1001, 4103, 12345])
 TIMING = [dict(num_tokens=4096, hidden=8192), dict(num_tokens=1024, hidden=4096), dict(num_tokens=16, hidden=4096)]
