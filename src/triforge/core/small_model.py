@@ -12,8 +12,8 @@ which records what each one measurably changed). None of them is on unless this 
   reply again; it is told where and why its reply stopped.
 * forgetting a call sent a third time: a small model copies code it can still see. The third send of
   the same calls is not run; every earlier exchange that sent them leaves the context, and one note
-  says that the call was not run. The note never repeats an earlier result: in a persistent kernel the
-  same code can give another result now.
+  says that the call was not run. The note claims nothing about results or state: in a persistent kernel
+  the same code can give another result now, and a restart may have cleared what it defined.
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ def reply_signature(comp: Completion) -> str:
 def forget_note(times: int) -> str:
     """What the model reads instead of a call it sent `times` times: that it was not run, and no result."""
     return (f"[You sent the same call {times} times. It was not run this time, and its earlier sends and their "
-            "results were taken out of this conversation; what they defined still exists. Write a different "
-            "call.]")
+            "results were taken out of this conversation. Write a different call.]")
 
 
 def length_cut_message(limit: int | None) -> str:
