@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from triforge.cli.common import console
+from triforge.cli.common import BaseUrlOpt, KeyEnvOpt, ModelOpt, console
 from triforge.core.errors import UserError
 
 EXIT_WAITING = 3
@@ -107,10 +107,10 @@ def optimize(
     task: str = typer.Option(None, "--task", help="Task name (see `triforge astra tasks`)."),
     kernel: Path = typer.Option(None, "--kernel", help="Start from this kernel (candidate format) instead of the baseline."),
     task_file: Path = typer.Option(None, "--task-file", help="A Python file defining TASK (your own operator)."),
-    model: str = typer.Option(None, "--model", "-m", help="Model alias for every role (triforge.toml)."),
+    model: str = ModelOpt,  # for every role
     role_model: list[str] = typer.Option(None, "--role-model", help="ROLE=ALIAS for one role (repeatable)."),
-    base_url: str = typer.Option(None, "--base-url", help="OpenAI-compatible base URL."),
-    api_key_env: str = typer.Option(None, "--api-key-env", help="Environment variable holding the API key."),
+    base_url: str = BaseUrlOpt,
+    api_key_env: str = KeyEnvOpt,
     rounds: int = typer.Option(5, "--rounds", min=1),
     candidates: int = typer.Option(3, "--candidates", "-k", min=1, help="Candidates per round (from different plans)."),
     repairs: int = typer.Option(1, "--repairs", min=0, help="Repairs per failing candidate (compile error, incorrect, crash)."),
@@ -136,7 +136,9 @@ def optimize(
     rm = parse_role_models(role_model, single_agent)
     out.mkdir(parents=True, exist_ok=True)
     task_name, source, label, rel = prepare_task(task, task_file, kernel, out)
-    (out / "command.txt").write_text(shlex.join(["triforge", "astra", "optimize", *sys.argv[3:]]) + "\n")
+    argv = sys.argv[sys.argv.index("optimize") + 1:] if "optimize" in sys.argv else None
+    (out / "command.txt").write_text(shlex.join(["triforge", "astra", "optimize", *argv]) + "\n" if argv is not None
+                                     else "the same `triforge astra optimize` command\n")
     limits = LedgerLimits(max_calls, max_input_tokens, max_output_tokens, max_usd, max_evaluations)
     evaluator = make_evaluator(evaluate_later, gpus)
     try:
@@ -150,7 +152,8 @@ def optimize(
         evaluator.close()
     if outcome.status == "waiting":
         console.print(f"{len(outcome.waiting)} candidate(s) wait for evaluation: run `triforge astra evaluate {out}` "
-                      f"on a GPU machine, then re-run this command ({out}/command.txt) to continue", markup=False)
+                      f"on a GPU machine, then re-run this command ({out}/command.txt) to continue",
+                      markup=False, soft_wrap=True)
         raise typer.Exit(EXIT_WAITING)
     final = outcome.results.get("final", {})
     console.print(f"best {outcome.best_id}: x{outcome.best_gain:.3f} over the start on the timing shapes; "
