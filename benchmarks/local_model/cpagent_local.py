@@ -7,7 +7,7 @@ Run (after `triforge local install`; not in CI, hours on 2 cores):
 
 Problems run in sorted id order; for each, the `check` arm (fresh run before accepting a submission) and then
 the `nocheck` arm (submission accepted as written). Both hand in a cell that prints exactly one
-solution-shaped JSON object (`--auto-submit`; the 1.5B model printed solutions but never called submit in 13
+solution-shaped JSON object (auto-submit, unless `--no-auto-submit`; the 1.5B model printed solutions but never called submit in 13
 problems without it), fresh-checked in the `check` arm; a reply repeating an earlier one is re-asked at
 temperature 0.8 (at temperature 0 the model looped on one reply), and the kernel starts with json, cpmpy and
 numpy imported (submissions must still import them: the fresh run has no preamble). Both use temperature 0 and one response cache, so the
@@ -185,11 +185,11 @@ def write_report(out: Path, meta: dict[str, Any], n_total: int, earlier: dict[st
           f"- repeated replies re-asked at temperature 0.8: up to {meta.get('resample_repeats', 0)} times; "
           f"kernel preloaded with json, cpmpy as cp, numpy as np: {'yes' if meta.get('preload_imports') else 'no'}; "
           "a reply cut at the token limit is told so: " + ("yes" if meta.get("length_hint") else "no (the generic "
-                                                           "format error; cpagent's default since 2026-12-03 is yes)")
+                                                           "format error; on in cpagent's small-model profile)")
           + "; cell hints (install commands not run, hints after common CPMpy errors): "
           + ("yes" if meta.get("cell_hints") else "no (cpagent's default since 2026-12-03 is yes)")
           + "; a call sent a third time is forgotten: "
-          + ("yes" if meta.get("forget_repeats") else "no (cpagent's default since 2026-12-04 is yes)"),
+          + ("yes" if meta.get("forget_repeats") else "no (on in cpagent's small-model profile)"),
           "- auto-submit: " + ("on (a cell printing exactly one solution-shaped JSON object is handed in; the `check` "
                                "arm runs it fresh first)" if meta.get("auto_submit") else "off (explicit submit only)"),
           f"- problems done (both arms): **{len(both)} of {n_total}**"
@@ -241,13 +241,13 @@ def main() -> None:
     ap.add_argument("--resample-repeats", type=int, default=1, help="re-ask a repeated reply at temperature 0.8")
     ap.add_argument("--no-preload", action="store_true", help="do not import json/cpmpy/numpy in the kernel first")
     ap.add_argument("--length-hint", action="store_true",
-                    help="tell a reply cut at the token limit so (cpagent's default; off here because the "
+                    help="tell a reply cut at the token limit so (cpagent's small-model profile; off here because the "
                          "measurement begun on 2026-12-02 ran without it)")
     ap.add_argument("--cell-hints", action="store_true",
                     help="skip install commands and answer unknown `cp.X` names (cpagent's default; off here "
                          "for the same reason)")
     ap.add_argument("--forget-repeats", action="store_true",
-                    help="forget a call sent a third time (cpagent's default since 2026-12-04; off here for the same "
+                    help="forget a call sent a third time (in cpagent's small-model profile; off here for the same "
                          "reason; benchmarks/local_model/forget_ab.py measures it)")
     ap.add_argument("--stop-after-min", type=float, default=None, help="start no new problem after this long")
     ap.add_argument("--problem", action="append", default=None)
