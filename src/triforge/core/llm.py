@@ -1,7 +1,7 @@
 """The LLM seam: one Protocol, and an OpenAI-compatible client over the openai SDK.
 
-The client only moves requests and counts usage; formatting and parsing belong to adapters
-(`triforge.core.tools`), decisions to the agent loop (`triforge.core.react`).
+The client only moves requests and counts usage; formatting and parsing belong to the adapter
+(`triforge.core.adapter`), decisions to the agent loop (`triforge.core.react`).
 """
 
 from __future__ import annotations
