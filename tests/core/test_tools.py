@@ -257,3 +257,19 @@ def test_without_code_tool_python_blocks_are_not_calls():
 def test_code_tool_must_take_only_code():
     with pytest.raises(ValueError, match="only argument is `code`"):
         ToolSet([search, python_exec], code_tool="search")
+
+
+def test_the_adapter_shapes_requests_and_messages_per_protocol():
+    from triforge.core.adapter import RESULT_TAG, ChatAdapter
+
+    nat, text = ChatAdapter(TOOLS, native=True), ChatAdapter(TOOLS, native=False, result_markers=("```output",))
+    assert nat.request() == {"tools": TOOLS.schemas(), "stop": None} and nat.system("S") == "S"
+    assert text.request() == {"tools": None, "stop": [RESULT_TAG, "```output"]}
+    assert text.system("S").startswith("S\n\n") and "<tool_call>" in text.system("S")
+    comp = native(("search", '{"query": "x"}'))
+    calls = nat.parse(comp)
+    assert nat.assistant(comp, calls)["tool_calls"][0]["function"]["name"] == "search"
+    assert nat.observation(calls[0], "r") == {"role": "tool", "tool_call_id": "c0", "content": "r"}
+    assert text.observation(calls[0], "r")["content"] == '<tool_response name="search">\nr\n</tool_response>'
+    reply = Completion(content='<tool_call>{"name": "finish", "arguments": {"answer": "a"}}</tool_call>\n```output\n1')
+    assert text.read(reply) and "```output" not in reply.content and text.parse(reply)[0].arguments == {"answer": "a"}
