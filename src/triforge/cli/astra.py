@@ -75,11 +75,11 @@ def check_cmd(
     for r in res.get("reasons", []):
         console.print(f"  - {r}", markup=False)
     if res.get("timings"):
-        table = Table("shape", "baseline us", "candidate us", "speedup", "A/A", "real", "GB/s")
+        table = Table("shape", "baseline us", "candidate us", "speedup", "A/A", "real", "GB/s", "floor us")
         for t in res["timings"]:
             table.add_row(t["shape"], f"{t['baseline_us']:.2f}", f"{t['candidate_us']:.2f}", f"{t['speedup']:.3f}",
                           f"{100 * t['aa_spread']:.2f}%", "yes" if t["speedup_real"] else "no (noise)",
-                          f"{t['candidate_gbs']:.0f}")
+                          f"{t['candidate_gbs']:.0f}", f"{t.get('floor_us', 0):.2f}")
         console.print(table)
     raise typer.Exit(0 if res["verdict"] == "correct" else 1)
 
@@ -107,13 +107,18 @@ def bench_cmd(
     if "rows" not in res:
         raise UserError(f"bench failed: {res.get('reasons')}")
     write_json(json_out, res)
-    table = Table("shape", "comparator", "median us", "graph us", "GB/s", "of copy BW", "vs baseline", "verified")
+    table = Table("shape", "comparator", "median us", "graph us", "GB/s", "of copy", "vs baseline", "noise", "verified")
     for r in res["rows"]:
         g = r.get("graph_us")
+        mark = " (noise)" if r["within_noise"] and r["comparator"] != "baseline" else ""
+        mark += " IMPLAUSIBLE" if not r["plausible"] else ""
         table.add_row(r["shape"], r["comparator"], f"{r['median_us']:.2f}", f"{g:.2f}" if g else "-", f"{r['gbs']:.0f}",
-                      f"{100 * r['copy_fraction']:.0f}%", f"{r['speedup_vs_baseline']:.2f}x", r["verified"])
+                      f"{100 * r['copy_fraction']:.0f}%", f"{r['speedup_vs_baseline']:.2f}x{mark}",
+                      f"{100 * r['aa_spread']:.2f}%", r["verified"])
     console.print(table)
-    console.print(f"copy bandwidth {res['copy_gbs']:.0f} GB/s; {res['device']}; torch {res['torch']}")
+    console.print(f"copy bandwidth {res['copy_gbs']:.0f} GB/s, peak {res['peak_gbs']:.0f} GB/s; {res['device']}; "
+                  f"torch {res['torch']}; noise = A/A spread of the baseline timed twice; '(noise)': the speedup is "
+                  "within three times it")
     for n in res["notes"]:
         console.print(f"note: {n}", markup=False)
 
