@@ -80,3 +80,46 @@ def test_agent_node_and_strict_grader_end_to_end(cpbench):
     assert llm.requests[1]["messages"][0]["content"].startswith("EDITED PROMPT; keys: men, women, children")
     assert wrong.score == 0.0 and "instance 0: incorrect" in wrong.feedback
     llm.assert_done()
+
+
+def test_a_spent_budget_stops_the_evaluation_and_scores_nothing(cpbench, tmp_path):
+    """The node once swallowed BudgetExceeded: the example scored 0 and was cached as a result."""
+    from triforge.core import context
+    from triforge.core.budget import Budget, BudgetLimits
+    from triforge.core.errors import BudgetExceeded
+    from triforge.maestro.evaluate import ResultStore
+
+    exs = [e for e in cpbench.examples("all") if e.id in ("abbots_puzzle", "among")]
+    store = ResultStore(tmp_path / "results.jsonl")
+    llm = ScriptedLLM([call("python_exec", code="1")] * 4)
+    with context.use(budget=Budget(BudgetLimits(max_calls=1))), pytest.raises(BudgetExceeded):
+        evaluate(cpbench_seed(), exs, cpbench.metric, llm, jobs=1, store=store)
+    assert len(store) == 0 and not (tmp_path / "results.jsonl").exists()
+
+
+def test_an_endpoint_failure_is_not_a_score_to_keep(cpbench, tmp_path):
+    from triforge.core.config import ModelConfig
+    from triforge.core.llm import OpenAICompatLLM
+    from triforge.maestro.evaluate import ResultStore
+    from triforge.testing.fake_server import FakeOpenAIServer
+
+    ex = next(e for e in cpbench.examples("all") if e.id == "abbots_puzzle")
+    store = ResultStore(tmp_path / "results.jsonl")
+    with FakeOpenAIServer([{"fault": "500"}] * 2) as srv:
+        llm = OpenAICompatLLM("f", ModelConfig(model="m", base_url=srv.base_url, max_retries=0))
+        r = evaluate(cpbench_seed(), [ex], cpbench.metric, llm, jobs=1, store=store).results[0]
+    assert r.error_kind == "endpoint" and r.score == 0 and len(store) == 0  # run again on resume
+
+
+def test_one_grading_path_for_code_from_any_node(cpbench):
+    """Code the agent node did not grade (another node wrote it) goes through cpagent's grader too."""
+    from triforge.cpagent.dataset import load_problem
+
+    ex = next(e for e in cpbench.examples("all") if e.id == "abbots_puzzle")
+    ref = load_problem(ex.inputs["data_root"], ex.id).reference_source
+    right = cpbench.metric(ex, ProgramRun({"code": ref}, {"code": ref, "status": "submitted"}, []))
+    wrong = ref.replace("men * 5 == women", "men * 4 == women")
+    bad = cpbench.metric(ex, ProgramRun({"code": wrong}, {"code": wrong, "status": "submitted"}, []))
+    assert right.score == 1.0 and bad.score == 0.0 and bad.details["instances"][0]["verdict"] != "correct"
+    assert cpbench.example_hash(ex) != cpbench.example_hash(next(e for e in cpbench.examples("all")
+                                                                    if e.id == "among"))

@@ -9,6 +9,13 @@ The harness API, importable from here (loaded on first use, so `import triforge.
     grade_output(problem, stdout, instance=0, *, solver="ortools", reference=None, cache=None) -> Verdict
     grade_solutions(problem, solutions, instance=0, *, solver="ortools", reference=None, cache=None) -> list[Verdict]
     grade_program(problem, program_path, instances=None, *, solver="ortools", cache=None) -> list[Verdict]
+
+The agent's one evaluation path (maestro's CP-Bench benchmark goes through it):
+
+    task_from_problem(problem) -> CPTask
+    attempt(task, llm, *, config=None, sandbox=None, run_dir=None, grade=True) -> dict  (agent run, then grading)
+    grade_code(task, code, solver="ortools", fresh=None) -> dict  (the strict grade of a program's text)
+    task_hash(task) -> str  (the problem's content, for resume checks)
 """
 
 from __future__ import annotations
@@ -29,6 +36,12 @@ _EXPORTS = {
     "grade_output": "grader",
     "grade_solutions": "grader",
     "grade_program": "grader",
+    "CPAgentConfig": "agent",
+    "CPTask": "task",
+    "task_from_problem": "task",
+    "attempt": "solve",
+    "grade_code": "solve",
+    "task_hash": "run_settings",
 }
 
 __all__ = sorted(_EXPORTS)

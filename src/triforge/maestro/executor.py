@@ -221,8 +221,8 @@ class Executor:
                     extra["sample"] = sample
             try:
                 ret = fn(**rec.inputs, **node.args, **extra)
-            except NodeError:
-                raise
+            except (NodeError, BudgetExceeded, CacheMiss, EndpointError):
+                raise  # stops and endpoint failures keep their kind: they are not the node's own failure
             except Exception as e:
                 raise NodeError(f"{node.fn} raised {type(e).__name__}: {e}") from e
             out = _as_outputs(node, ret)

@@ -1,8 +1,9 @@
 """CP-Bench for maestro: the cpagent pipeline as a program node, graded by the strict cpagent grader.
 
-A thin adapter: the data set loader, the agent and the grader are `triforge.cpagent`'s, imported
-when used. The agent's project prompt, limits and model are the node's config, so maestro can
-optimize them; a problem counts as solved only when every instance is graded correct.
+A thin adapter over `triforge.cpagent`'s public API: the data set loader, the agent run and its grading
+(`attempt`, the path `cpagent solve` and `bench` take) and the grader (`grade_code`). The agent's
+project prompt, limits and model are the node's config, so maestro can optimize them; a problem
+counts as solved only when every instance is graded correct.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from triforge.core.errors import UserError
+from triforge.core.errors import BudgetExceeded, EndpointError, UserError
 from triforge.maestro.benchmarks.base import Example, MetricResult
 
 ENV_VAR = "TRIFORGE_CPBENCH"
@@ -42,6 +43,12 @@ def _problem(data_root: str, problem_id: str) -> Any:
     return load_problem(data_root, problem_id)
 
 
+def _task(data_root: str, problem_id: str) -> Any:
+    from triforge.cpagent import task_from_problem
+
+    return task_from_problem(_problem(data_root, problem_id))
+
+
 def solve(
     problem_id: str,
     data_root: str,
@@ -56,12 +63,15 @@ def solve(
     cell_timeout_s: float = 60.0,
     temperature: float | None = None,
 ) -> dict[str, Any]:
-    """Run the cpagent on one problem; `project_prompt` is the Jinja text of the project prompt."""
-    from triforge.core.react import AgentLimits
-    from triforge.cpagent.agent import CPAgentConfig, run_cpagent
-    from triforge.cpagent.task import task_from_problem
+    """Run cpagent's evaluation path (`triforge.cpagent.attempt`: the agent, then strict grading) on one problem.
 
-    task = task_from_problem(_problem(data_root, problem_id))
+    `project_prompt` is the Jinja text of the project prompt. A spent budget or a failed endpoint is raised,
+    never turned into a score: the evaluation stops (budget) or the example is run again on resume (endpoint).
+    """
+    from triforge.core.react import AgentLimits
+    from triforge.cpagent import CPAgentConfig, attempt
+
+    task = _task(data_root, problem_id)
     with tempfile.TemporaryDirectory(prefix="triforge-cpbench-") as d:
         prompt_path = None
         if project_prompt:
@@ -75,9 +85,13 @@ def solve(
             temperature=temperature,
             sample=sample,
         )
-        result, _ = run_cpagent(llm, task, config=config)
-    code = str(result.output.get("code", "")) if result.submitted and isinstance(result.output, dict) else ""
-    return {"code": code, "status": result.status, "message": result.message}
+        record = attempt(task, llm, config=config)
+    if record["status"] == "budget_exceeded":
+        raise BudgetExceeded(record["message"])
+    if record["status"] == "endpoint_error":
+        raise EndpointError(record["message"])
+    return {"code": record.get("code", ""), "status": record["status"], "message": record["message"],
+            "grade": record["grade"]}
 
 
 def verdict_feedback(
@@ -101,18 +115,6 @@ def verdict_feedback(
         reasons = "; ".join(str(r) for r in v.get("reasons", [])[:3]) or "no reason given"
         lines.append(f"- instance {v.get('instance')}: {v.get('verdict')}: {reasons[:400]}")
     return MetricResult(0.0, "\n".join(lines), details)
-
-
-def grade_code(problem: Any, code: str, solver: str = "ortools") -> list[dict[str, Any]]:
-    from dataclasses import asdict
-
-    from triforge.cpagent.grader import grade_program
-
-    with tempfile.TemporaryDirectory(prefix="triforge-cpgrade-") as d:
-        path = Path(d) / "solution.py"
-        path.write_text(code, encoding="utf-8")
-        verdicts = grade_program(problem, path, instances=list(range(problem.n_instances)), solver=solver)
-    return [v.to_json() if hasattr(v, "to_json") else asdict(v) for v in verdicts]
 
 
 def split_ids(
@@ -154,12 +156,24 @@ class CPBench:
         ]
 
     def metric(self, example: Example, run: Any) -> MetricResult:
+        """The agent node's grade (cpagent's grader); code from any other node is graded the same way."""
+        from triforge.cpagent import grade_code
+
         code = str(run.outputs.get("code") or "")
         status, message = str(run.state.get("status", "")), str(run.state.get("message", ""))
         if not code:
             return verdict_feedback([], status or "not_submitted", message)
-        problem = _problem(str(example.inputs["data_root"]), example.id)
-        return verdict_feedback(grade_code(problem, code, self.solver), status, message)
+        grade = run.state.get("grade")
+        if not (isinstance(grade, dict) and "instances" in grade and run.state.get("code") == code
+                and self.solver == "ortools"):  # the node graded with the default solver
+            grade = grade_code(_task(str(example.inputs["data_root"]), example.id), code, self.solver)
+        return verdict_feedback(grade["instances"], status, message)
+
+    def example_hash(self, example: Example) -> str:
+        """The problem's content (text, data, reference, instances): the inputs only name it."""
+        from triforge.cpagent import task_hash
+
+        return task_hash(_task(str(example.inputs["data_root"]), example.id))
 
     def seed_program(self) -> Any:
         from triforge.maestro.programs.cpbench import cpbench_seed
