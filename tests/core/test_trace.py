@@ -188,4 +188,4 @@ def test_html_says_what_ran_how_it_ended_and_shows_only_new_messages(tmp_path):
     first, second = _details(page, "llm")
     assert "THE-ORIGINAL-TASK-TEXT" in first and "THE-ORIGINAL-TASK-TEXT" not in second
     assert "as in the previous call" in second
-    assert "id=expand-all" in page and "script-src 'sha256-" in page
+    assert "id=open-all" in page and "script-src 'sha256-" in page

@@ -89,9 +89,12 @@ overflow:auto}pre.code{background:#f6f8fa;font-family:ui-monospace,monospace}.me
 button{margin:.2em .4em .6em 0}
 """
 _CODE_KEYS = {"code", "program", "source", "script", "cell"}
-# Expand-all / collapse-all; allowed by the page's CSP through its hash, so no other script can run.
-_SCRIPT = ("for(const[id,open]of[['expand-all',true],['collapse-all',false]])document.getElementById(id)"
-           ".addEventListener('click',()=>document.querySelectorAll('details').forEach(d=>{d.open=open}));")
+# Expand-all / collapse-all buttons (and `trace.html#expand-all` opens everything); the page's CSP allows
+# this one script by its hash, so no other script can run.
+_SCRIPT = ("const all=o=>document.querySelectorAll('details').forEach(d=>{d.open=o});"
+           "document.getElementById('open-all').addEventListener('click',()=>all(true));"
+           "document.getElementById('close-all').addEventListener('click',()=>all(false));"
+           "if(location.hash==='#expand-all')all(true);")
 
 
 def _esc(x: Any) -> str:
@@ -250,7 +253,7 @@ def render_html(run: str | Path, out: str | Path | None = None) -> Path:
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'; "
         f"script-src 'sha256-{digest}'\"><title>triforge trace {_esc(run_dir.name)}</title><style>{_CSS}</style>"
         "</head><body>" + _header_html(run_dir, spans) + "".join(rows)
-        + "<h2>spans</h2><button id=expand-all>expand all</button><button id=collapse-all>collapse all</button>"
+        + "<h2>spans</h2><button id=open-all>expand all</button><button id=close-all>collapse all</button>"
         + body + f"<script>{_SCRIPT}</script></body></html>"
     )
     target = Path(out) if out else run_dir / "trace.html"

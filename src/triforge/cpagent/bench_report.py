@@ -80,23 +80,45 @@ def _chart(summary: dict[str, Any]) -> str:
     return f"<svg width='620' height='60' xmlns='http://www.w3.org/2000/svg'>{''.join(bars + legend)}</svg>"
 
 
+def trace_link(out: Path, pid: str, seed: int) -> str | None:
+    """The run's trace.html relative to the benchmark folder (where the report lives), when it exists."""
+    rel = Path("problems") / pid / f"seed{seed}" / "trace.html"
+    return rel.as_posix() if (out / rel).is_file() else None
+
+
+def _grades_html(out: Path, pid: str, grades: list[Any]) -> str:
+    cells = []
+    for seed, g in enumerate(grades):
+        color = _COLORS.get(str(g), "#999")
+        text = f"<span style='color:{color}'>{html.escape(str(g))}</span>"
+        link = trace_link(out, pid, seed)
+        title = html.escape(f"trace of {pid} seed {seed}", quote=True)
+        cells.append(f"<a href='{html.escape(link, quote=True)}' title='{title}'>{text}</a>" if link else text)
+    return " ".join(cells)
+
+
 def render_reports(out: Path, summary: dict[str, Any], runs: dict[str, Any], model: str) -> None:
+    """report.md and report.html; in the HTML each problem and each of its grades links to the run's trace."""
     (out / "report.md").write_text(_md(summary, model), encoding="utf-8")
     k = summary["seeds"]
-    rows = "".join(
-        f"<tr><td>{html.escape(pid)}</td><td>{p['pass_at_1']:.2f}</td><td>{html.escape(' '.join(map(str, p['grades'])))}"
-        f"</td><td>{p['steps']}</td><td>{p['input_tokens']}/{p['output_tokens']}</td><td>{p['wall_s']:.1f}</td>"
-        f"<td>{html.escape('; '.join(p['reasons'])[:300])}</td></tr>"
-        for pid, p in summary["per_problem"].items()
-    )
+    rows = []
+    for pid, p in summary["per_problem"].items():
+        first = next((lk for s in range(k) if (lk := trace_link(out, pid, s))), None)
+        name = (f"<a href='{html.escape(first, quote=True)}'>{html.escape(pid)}</a>" if first else html.escape(pid))
+        rows.append(
+            f"<tr><td>{name}</td><td>{p['pass_at_1']:.2f}</td><td>{_grades_html(out, pid, p['grades'])}"
+            f"</td><td>{p['steps']}</td><td>{p['input_tokens']}/{p['output_tokens']}</td><td>{p['wall_s']:.1f}</td>"
+            f"<td>{html.escape('; '.join(p['reasons'])[:300])}</td></tr>")
     doc = (
         "<!doctype html><html><head><meta charset='utf-8'><title>cpagent benchmark</title>"
         "<style>body{font-family:system-ui,sans-serif;margin:1.5em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:.2em .5em}</style></head><body>"
+        "td,th{border:1px solid #ccc;padding:.2em .5em}a{text-decoration:none}a:hover{text-decoration:underline}"
+        "</style></head><body>"
         f"<h1>cpagent benchmark: {html.escape(model)}</h1>"
         f"<p>{summary['problems']} problems x {k} seeds: pass@1 <b>{summary['pass_at_1']:.1%}</b>, "
-        f"pass^{k} <b>{summary[f'pass^{k}']:.1%}</b></p>{_chart(summary)}"
+        f"pass^{k} <b>{summary[f'pass^{k}']:.1%}</b>. A problem's name and each grade link to the run's trace.</p>"
+        f"{_chart(summary)}"
         "<table><tr><th>problem</th><th>pass@1</th><th>grades</th><th>steps</th><th>tokens in/out</th>"
-        f"<th>wall s</th><th>why not</th></tr>{rows}</table></body></html>"
+        f"<th>wall s</th><th>why not</th></tr>{''.join(rows)}</table></body></html>"
     )
     (out / "report.html").write_text(doc, encoding="utf-8")
