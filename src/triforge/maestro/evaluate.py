@@ -155,6 +155,8 @@ def evaluate_one(executor: Executor, example: Example, metric: Metric, sample: i
     if hit is not None and hit.item_hash == item_hash:  # a row for other content is run again, never served
         hit.cached = True
         return hit
+    if (budget := context.budget()) is not None:
+        budget.check()  # a spent budget stops the evaluation before the next example starts
     t0 = time.perf_counter()
     tracer = context.tracer()
     span = tracer.span(f"example {example.id}", "chain", **{"triforge.example.id": example.id,
