@@ -338,3 +338,26 @@ def test_profiles():
     assert small.small_model == SmallModelAids() and small.kernel_preamble == PRELOAD_IMPORTS
     with pytest.raises(UserError, match="unknown profile 'tiny'"):
         apply_profile(CPAgentConfig(), "tiny")
+
+
+def test_auto_submit_never_judges_a_call_by_an_earlier_cell_s_output(monkeypatch):
+    """A python_exec call that fails in the harness has no cell result: the policy must not hand in its code on
+    the strength of the previous cell's solution-shaped output."""
+    from triforge.core.sandbox import KernelSandbox
+
+    real = KernelSandbox.execute
+
+    def flaky(self, code, timeout=None):
+        if "BROKEN" in code:
+            raise RuntimeError("the sandbox failed")
+        return real(self, code, timeout=timeout)
+
+    monkeypatch.setattr(KernelSandbox, "execute", flaky)
+    llm = ScriptedLLM([call("python_exec", code="answer = {'x': 7, 'y': 5}"),
+                       call("python_exec", code="import json\nprint(json.dumps(answer))"),
+                       call("python_exec", code="# BROKEN\nprint(1)"), call("submit", code=GOOD)])
+    res, bound = run_cpagent(llm, TASK, config=CPAgentConfig(small_model=SmallModelAids()))
+    refused, broken = tool_outputs(res)[1:3]
+    assert "tried to hand in this cell" in refused  # leans on the kernel: refused, and the run went on
+    assert "RuntimeError: the sandbox failed" in broken and "tried to hand in" not in broken
+    assert len(bound.fresh_checks) == 2 and res.submitted and res.output["auto"] is False

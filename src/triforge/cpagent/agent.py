@@ -181,6 +181,7 @@ class CPAgentTools:
             Args:
                 code: Python source; variables and imports persist between calls
             """
+            self.last_cell = None  # set only once this cell has a result: a failed call leaves none
             ran, removed = strip_installs(code) if cfg.cell_hints else (code, [])
             res, text = self.execute(ran, cfg.cell_timeout_s)
             if removed:
