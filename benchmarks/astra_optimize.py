@@ -2,6 +2,7 @@
 
     python benchmarks/astra_optimize.py overhead [--rounds 5] [--candidates 4]
     python benchmarks/astra_optimize.py scripted-gpu --out DIR [--json F]
+    python benchmarks/astra_optimize.py scripted-deferred --out DIR [--json F]
 
 `overhead` runs the whole loop with scripted models and an evaluator that answers at once, so the time
 measured is the loop's own (state, files, prompts, agents, acceptance, reports): model and GPU time are
@@ -149,13 +150,11 @@ def overhead(rounds: int, k: int, repeats: int) -> dict[str, Any]:
 
 
 def scripted_gpu(out: Path, rounds: int) -> dict[str, Any]:
-    from triforge.astra.agents import LocalPool
-
     ms = scripted_models(rounds, 4)
     s = OptimizeSettings("silu_and_mul", BASE, rounds=rounds, candidates=4, repairs=0, models={r: "scripted" for r in ms},
                          report_note="SCRIPTED RUN: every model reply is hand-written (tests the machinery: compile, "
                                      "oracle, timing, acceptance, final check, reports); this is not an LLM result.")
-    pool = LocalPool()
+    pool = TimedPool()
     t0 = time.perf_counter()
     try:
         outcome = Optimizer(s, ms, pool, out, LedgerLimits(max_evaluations=40),
@@ -167,12 +166,61 @@ def scripted_gpu(out: Path, rounds: int) -> dict[str, Any]:
     return {"best": outcome.best_id, "best_gain_over_start": outcome.best_gain, "wall_s": wall, "gpus": len(pool.workers),
             "verdicts": {cid: (c.get("result") or {}).get("verdict") for cid, c in res["candidates"].items()},
             "decisions": {cid: c.get("decision") for cid, c in res["candidates"].items() if c.get("decision")},
-            "final": res["final"], "spend": res["spend"]}
+            "final": res["final"], "spend": res["spend"], "batches": pool.batches}
+
+
+class TimedPool:
+    """The local pool, timing each batch (evaluation throughput with K candidates on the GPUs there are)."""
+
+    def __init__(self) -> None:
+        from triforge.astra.agents import LocalPool
+
+        self.pool = LocalPool()
+        self.workers = self.pool.workers
+        self.batches: list[dict[str, Any]] = []
+
+    def evaluate(self, jobs, run_dir):
+        t0 = time.perf_counter()
+        out = self.pool.evaluate(jobs, run_dir)
+        self.batches.append({"jobs": [j.id for j in jobs], "wall_s": round(time.perf_counter() - t0, 2)})
+        print(f"  evaluated {len(jobs)} in {self.batches[-1]['wall_s']} s", flush=True)
+        return out
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def scripted_deferred(out: Path) -> dict[str, Any]:
+    """The deferred round trip on one machine: optimize --evaluate-later stops (exit 3 in the CLI), the real
+    `triforge astra evaluate DIR` command evaluates in a separate process, optimize resumes; until done."""
+    import subprocess
+
+    from triforge.astra.agents import Deferred
+
+    s = OptimizeSettings("silu_and_mul", BASE, rounds=1, candidates=1, repairs=0, profile=False,
+                         models={r: "scripted" for r in ("testing", "profiling", "planning", "coding")},
+                         report_note="SCRIPTED RUN (deferred evaluation): hand-written replies, not an LLM result.")
+    trips = []
+    ms = scripted_models(1, 1)
+    for _ in range(5):
+        outcome = Optimizer(s, ms, Deferred(), out, on_event=lambda m: print(m, flush=True)).run()
+        if outcome.status == "done":
+            break
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-c", "from triforge.cli.astra import app; app()", "evaluate", str(out)],
+                           capture_output=True, text=True)
+        trips.append({"waiting": outcome.waiting, "evaluate_exit": r.returncode, "wall_s": round(time.perf_counter() - t0, 1),
+                      "output": r.stdout[-400:] + r.stderr[-400:]})
+        print(trips[-1], flush=True)
+        if r.returncode != 0:
+            break
+    return {"status": outcome.status, "trips": trips, "best": outcome.best_id, "best_gain_over_start": outcome.best_gain,
+            "verdicts": {cid: (c.get("result") or {}).get("verdict") for cid, c in outcome.results["candidates"].items()}}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["overhead", "scripted-gpu"])
+    ap.add_argument("mode", choices=["overhead", "scripted-gpu", "scripted-deferred"])
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--candidates", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=3)
@@ -187,8 +235,8 @@ def main() -> None:
               f"{data['evaluations_per_run']} evaluations a run; target <= 50 ms")
     else:
         if a.out is None:
-            sys.exit("scripted-gpu needs --out DIR")
-        data = scripted_gpu(a.out, a.rounds or 1)
+            sys.exit(f"{a.mode} needs --out DIR")
+        data = scripted_gpu(a.out, a.rounds or 1) if a.mode == "scripted-gpu" else scripted_deferred(a.out)
         print(json.dumps({k: v for k, v in data.items() if k != "final"}, indent=1, default=str))
     data["python"] = platform.python_version()
     data["when"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())

@@ -7,6 +7,7 @@ deferred evaluation resumes by running the same command again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -118,7 +119,12 @@ class Optimizer:
             else:
                 self.results[job.id] = res
         if todo:
-            got = self.evaluator.evaluate(todo, self.run_dir)
+            tracer = context.tracer()
+            with tracer.span("astra.evaluate", kind="evaluation", **{"triforge.candidates": [j.id for j in todo]}) \
+                    if tracer else contextlib.nullcontext() as attrs:
+                got = self.evaluator.evaluate(todo, self.run_dir)
+                if attrs is not None:
+                    attrs["triforge.verdicts"] = {k: v.get("verdict") for k, v in got.items()}
             for job in todo:
                 if job.id in got:
                     write_json_atomic(self.run_dir / "candidates" / job.id / "result.json", got[job.id])
