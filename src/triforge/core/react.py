@@ -93,6 +93,7 @@ class Agent:
         self.name = name
         self.run_dir = Path(run_dir) if run_dir else None
         self.policy = policy or LoopPolicy()
+        self._cut: dict[int, bool] = {}  # id of each reply asked for in this step -> whether it was cut
         self.adapter = ChatAdapter(self.tools, native=bool(getattr(llm.config, "native_tools", True)),
                                    result_markers=self.policy.stop_strings())
 
@@ -150,16 +151,17 @@ class Agent:
         res.usage.input_tokens += comp.usage.input_tokens
         res.usage.output_tokens += comp.usage.output_tokens
         res.cost_usd += comp.cost_usd
-        self._cut = self.adapter.read(comp)  # whether the reply acted on was cut at an invented result
-        res.cut_replies += self._cut
+        cut = self.adapter.read(comp)  # cut at a result the model began writing itself
+        self._cut[id(comp)] = cut
+        res.cut_replies += cut
         return comp
 
     def _step(self, res: AgentResult) -> bool:
         """One model call and the tools it asks for; False when the reply was malformed."""
-        first = len(res.messages)
+        first, self._cut = len(res.messages), {}
         comp = self.policy.choose(self._ask(res, self.config.temperature, self.config.sample),
                                   lambda t, offset: self._ask(res, t, self.config.sample + offset))
-        cut = self._cut
+        cut = self._cut.get(id(comp), False)
         try:
             calls = self.adapter.parse(comp)
         except FormatError as e:
