@@ -3,6 +3,7 @@ sandbox usable, leave no process behind, and keep host memory within the limit."
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import time
@@ -207,8 +208,9 @@ def test_cpu_limit_per_cell():
 def test_host_filesystem_is_read_only_outside_workdir(hostile, sb):
     if sb.isolation.writable_mounts is None:
         pytest.skip(f"no private mount namespace here: {sb.isolation.summary()}")
-    # beside this test file: a host directory outside home and /tmp (read-only, or hidden with the home)
-    target = Path(__file__).parent / f".triforge-sandbox-test-{uuid.uuid4().hex[:8]}"
+    # a host directory outside /tmp: beside this test file (read-only in the sandbox) or in the home (hidden)
+    base = Path(__file__).parent if os.access(Path(__file__).parent, os.W_OK) else Path.home()
+    target = base / f".triforge-sandbox-test-{uuid.uuid4().hex[:8]}"
     target.mkdir(parents=True)
     try:
         (target / "control.txt").write_text("the test itself can write here")

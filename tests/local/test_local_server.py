@@ -101,6 +101,7 @@ def test_startup_timeout_kills_the_server(tmp_path):
 _PARENT = textwrap.dedent("""
     import faulthandler, json, signal, sys, time
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for the stacks if this hangs
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal, whatever was inherited
     sys.path.insert(0, {helpers!r})
     from local_helpers import fake_server_command, stubborn_server_command
     from triforge.local.server import LocalServer
@@ -122,7 +123,9 @@ def test_server_never_outlives_its_parent(mode, stubborn, echo_script):
     code = _PARENT.format(helpers=str(Path(__file__).parent), script=str(echo_script), mode=mode,
                           stubborn=stubborn)
     with tempfile.TemporaryFile("w+") as err:
-        parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=err, text=True)
+        # started as from a background job (`... &`, nohup): SIGINT inherited as ignored
+        parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=err, text=True,
+                                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
         try:
             pids = json.loads(parent.stdout.readline())
             assert len(pids) >= 2

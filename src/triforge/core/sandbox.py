@@ -206,6 +206,8 @@ class KernelSandbox:
         cpu_budget = self.limits.cpu_seconds
         cpu_at_start = kernel.cpu_seconds() if cpu_budget else 0.0
         forks_refused = kernel.cgroups.counter("pids", "pids.events", "max")
+        per_uid_limit = kernel.isolation.rlimits.get("RLIMIT_NPROC") if kernel.isolation and "pids" not in \
+            kernel.cgroups.dirs else None
         ooms = kernel.cgroups.counter("memory", "memory.oom_control", "oom_kill")
         t0 = time.monotonic()
         msg_id = kernel.send_execute(code)
@@ -226,6 +228,10 @@ class KernelSandbox:
                 next_check = now + 0.1
                 if kernel.cgroups.counter("pids", "pids.events", "max") > forks_refused:
                     notice = f"the process limit ({self.limits.max_processes} tasks) was reached"
+                    break
+                if per_uid_limit and kernel.task_count() >= per_uid_limit * 3 // 4:
+                    # RLIMIT_NPROC counts the user's other tasks too: forks fail before the tree holds them all
+                    notice = f"the process limit ({per_uid_limit} tasks, RLIMIT_NPROC) was nearly reached"
                     break
                 if cpu_budget and kernel.cpu_seconds() - cpu_at_start > cpu_budget:
                     notice = f"the CPU-time limit of {cpu_budget} s per cell was reached"

@@ -334,6 +334,18 @@ class KernelProcess:
                     pass
         return pids
 
+    def task_count(self) -> int:
+        """Tasks (threads count) of every process of this kernel: what RLIMIT_NPROC counts."""
+        total = 0
+        for pid in self.members():
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    stat = f.read()
+                total += int(stat[stat.rindex(b")") + 2 :].split()[17])  # num_threads
+            except (OSError, ValueError, IndexError):
+                pass
+        return total
+
     def strays(self) -> list[int]:
         """Processes the kernel's code started that are still running (zombies excluded)."""
         out = []
