@@ -52,8 +52,8 @@ def forget_note(times: int) -> str:
 def length_cut_message(limit: int | None) -> str:
     at = f"the limit of {limit} tokens per reply" if limit else "the server's token limit"
     return (f"Format error: your reply was cut at {at} before it was complete, so nothing ran. "
-            "Write shorter replies: split the work over several calls (the kernel keeps variables "
-            "between calls), and do not repeat data or code that an earlier call already defined.")
+            "Write shorter replies: split the work over several calls, and do not repeat data or code "
+            "that an earlier call already defined.")
 
 
 class SmallModelPolicy(LoopPolicy):
@@ -65,12 +65,6 @@ class SmallModelPolicy(LoopPolicy):
         self.explain_length_cut = explain_length_cut
         self.cut_output_blocks = cut_output_blocks
         self.start()
-
-    def settings(self) -> dict[str, Any]:
-        """Everything here that can change a run's result (for run records)."""
-        return {"resample_repeats": self.resample_repeats, "resample_temperature": self.resample_temperature,
-                "forget_repeats": self.forget_repeats, "explain_length_cut": self.explain_length_cut,
-                "cut_output_blocks": self.cut_output_blocks}
 
     def start(self) -> None:
         self._seen: set[str] = set()
