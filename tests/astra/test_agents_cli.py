@@ -146,3 +146,30 @@ def test_a_users_task_file_runs_end_to_end(tmp_path, capsys, monkeypatch):
     assert lab.jobs["r1-k0"].task == "my_silu" and lab.jobs["r1-k0"].task_file == "task/my_task.py"
     assert (run / "task" / "my_task.cu").read_text() == MY_BASE
     assert json.loads((run / "candidates" / "r1-k0" / "job.json").read_text())["task_file"] == "task/my_task.py"
+
+
+def test_optimize_against_an_openai_compatible_endpoint_on_loopback(tmp_path, capsys, monkeypatch):
+    """The real client over HTTP: every role's request reaches the endpoint and its reply drives the loop."""
+    from triforge.testing.fake_server import FakeOpenAIServer
+
+    script = [
+        {"tool_calls": [{"name": "add_test_shape", "arguments": {"shape": {"num_tokens": 2, "d": 4101}, "why": "odd"}}]},
+        # a reply whose tool call leaked into the content, as small models write it
+        {"fault": "leak", "tool_calls": [{"name": "finish_tests", "arguments": {"summary": "odd d"}}]},
+        {"tool_calls": [{"name": "submit_analysis", "arguments": {"analysis": "memory bound"}}]},
+        {"tool_calls": [{"name": "submit_plans", "arguments": {"plans": [
+            {"title": "vectorize", "change": "uint4 loads", "predicted_effect": "x1.5"}]}}]},
+        {"tool_calls": [{"name": "submit_kernel", "arguments": {"source": kernel("correct x1.5")}}]},
+    ]
+    lab = FakeLab()
+    monkeypatch.setattr(astra_optimize, "make_evaluator", lambda later, gpus: lab)
+    run = tmp_path / "run"
+    with FakeOpenAIServer(script) as srv:
+        code, out = run_cli(["astra", "optimize", "--task", "silu_and_mul", "--out", str(run), "-k", "1", "--rounds", "1",
+                             "--repairs", "0", "--model", "fake-model", "--base-url", srv.base_url,
+                             "--max-calls", "10"], capsys)
+        assert srv.remaining == 0
+    assert code == 0, out
+    assert "best r1-k0" in out
+    assert lab.jobs["r1-k0"].extra_shapes == [{"num_tokens": 2, "d": 4101}]
+    assert json.loads((run / "results.json").read_text())["spend"]["calls"] == 5

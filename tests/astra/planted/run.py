@@ -12,8 +12,8 @@ from triforge.astra.harness import check
 
 def judge(v: Variant, res: dict[str, Any]) -> bool:
     """True when the harness did what the variant expects."""
-    if v.kind == "fault":
-        return res["verdict"] != "correct"
+    if v.kind == "fault":  # caught only with the verdict a semantic fault calls for; compile_error = broken mutation
+        return res["verdict"] in ("incorrect", "crash")
     if v.kind == "rewrite":
         return res["verdict"] == "correct"
     return res["verdict"] == "hack" and any(v.rule in r for r in res.get("reasons", []))
