@@ -12,9 +12,9 @@ import pytest
 from triforge.core.config import ModelConfig
 from triforge.core.llm import OpenAICompatLLM
 from triforge.core.provenance import StaleResults
-from triforge.testing.maestro_replies import reply
 from triforge.maestro.run import evaluate_to_dir
 from triforge.testing.fake_server import FakeOpenAIServer
+from triforge.testing.maestro_replies import reply
 
 MINI = Path(__file__).resolve().parents[2] / "src" / "triforge" / "maestro" / "data" / "hotpotqa_mini"
 
