@@ -182,7 +182,7 @@ def worker_path(n: int = 5) -> dict:
     w.start()
     start_s = time.perf_counter() - t0
     walls, parts = [], []
-    for i in range(n + 1):
+    for _ in range(n + 1):
         t1 = time.perf_counter()
         r = check("silu_and_mul", src, EvalOptions(runs=100), w)
         walls.append(time.perf_counter() - t1)
