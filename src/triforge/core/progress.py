@@ -147,7 +147,10 @@ class Progress:
                 self._show(force_plain=False)
 
     def start(self) -> Progress:
+        """Begin showing; without a terminal the first line says the work started."""
         if self._ticker is None:
+            with self._lock:
+                self._show(force_plain=True)
             self._ticker = threading.Thread(target=self._tick, name="progress", daemon=True)
             self._ticker.start()
         return self
