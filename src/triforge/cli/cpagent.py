@@ -100,6 +100,9 @@ def grade(
     all_instances: bool = typer.Option(False, "--all-instances", help="Grade every instance."),
     solver: str = typer.Option("ortools", "--solver", help="CPMpy backend for the check (ortools, exact, choco)."),
     as_json: bool = typer.Option(False, "--json", help="Print verdicts as JSON."),
+    strict_types: bool = typer.Option(False, "--strict-types",
+                                      help="Refuse 0/1 where the reference prints booleans (read as booleans "
+                                           "by default, with a note)."),
 ) -> None:
     """Grade a submission strictly; exit 0 only if it is correct on every instance asked for."""
     from triforge.cpagent.dataset import load_problem
@@ -111,7 +114,7 @@ def grade(
     _check_solver(solver)
     prob = load_problem(data, problem)
     wanted = list(range(prob.n_instances)) if all_instances else [instance or 0]
-    verdicts = grade_program(prob, submission, wanted, solver=solver, cache=RefCache())
+    verdicts = grade_program(prob, submission, wanted, solver=solver, cache=RefCache(), strict_types=strict_types)
     if as_json:
         console.print_json(json.dumps([v.to_json() for v in verdicts]))
     else:

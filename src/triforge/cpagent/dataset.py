@@ -64,36 +64,125 @@ class Problem:
         return substitute_data(self.reference_source, self.instances[index], where=str(self.path))
 
 
-def _data_span(source: str) -> tuple[int, int] | None:
-    """Character span of the data block's body (between the marker lines), or None."""
-    lines = source.splitlines(keepends=True)
-    start = end = None
+def _data_spans(source: str) -> list[tuple[int, int]]:
+    """Character spans of the bodies of every data block (between the marker lines), in order."""
+    spans: list[tuple[int, int]] = []
+    start: int | None = None
     pos = 0
-    for line in lines:
+    for line in source.splitlines(keepends=True):
         stripped = line.strip()
         if start is None and stripped == _DATA_START:
             start = pos + len(line)
         elif start is not None and stripped == _DATA_END:
-            end = pos
-            break
+            spans.append((start, pos))
+            start = None
         pos += len(line)
-    if start is None:
-        return None
-    if end is None:
+    if start is not None:
         raise DatasetError("has '# Data' but no '# End of data' line")
-    return start, end
+    return spans
+
+
+def _data_span(source: str) -> tuple[int, int] | None:
+    """Character span of the first data block's body, or None."""
+    spans = _data_spans(source)
+    return spans[0] if spans else None
+
+
+def _assigned_names(stmt: ast.stmt) -> list[str] | None:
+    """Names a plain assignment binds (`a = ...`, `a: T = ...`, `a, b = ...`); None for other statements."""
+    if isinstance(stmt, ast.Assign):
+        targets = stmt.targets
+    elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        targets = [stmt.target]
+    else:
+        return None
+    names: list[str] = []
+    for t in targets:
+        elts = t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]
+        if not all(isinstance(e, ast.Name) for e in elts):
+            return None
+        names += [e.id for e in elts]  # type: ignore[attr-defined]
+    return names
+
+
+def _substitute_block(body: str, instance: dict[str, Any], todo: set[str], where: str) -> str:
+    """The block with the first assignment of each name in `todo` replaced by the instance's value; every
+    other line stays. Removes the names it placed from `todo`."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(body)
+    except SyntaxError as e:
+        raise DatasetError(f"{where}: cannot put the instance's data in: its data block is not valid Python "
+                           f"({e.msg}, line {e.lineno} of the block)") from None
+    lines = body.splitlines(keepends=True)
+    groups: list[list[ast.stmt]] = []  # statements sharing lines (`a = 1; b = 2`) are rewritten together
+    for stmt in tree.body:
+        if groups and stmt.lineno <= (groups[-1][-1].end_lineno or groups[-1][-1].lineno):
+            groups[-1].append(stmt)
+        else:
+            groups.append([stmt])
+    out: list[str] = []
+    line = 1
+    for group in groups:
+        first, last = group[0].lineno, group[-1].end_lineno or group[-1].lineno
+        out += lines[line - 1 : first - 1]
+        texts: list[str] = []
+        changed = False
+        for stmt in group:
+            names = _assigned_names(stmt) or []
+            mine = [n for n in names if n in todo]
+            if not mine:
+                texts.append(ast.unparse(stmt))
+                continue
+            if len(mine) != len(names):
+                raise DatasetError(f"{where}: cannot put the instance's data in: line {stmt.lineno} of its data "
+                                   f"block assigns {', '.join(names)} together, the instance gives only "
+                                   f"{', '.join(mine)}")
+            texts += [f"{n} = {instance[n]!r}" for n in dict.fromkeys(names)]
+            todo.difference_update(names)
+            changed = True
+        out += [t + "\n" for t in texts] if changed else lines[first - 1 : last]
+        line = last + 1
+    out += lines[line - 1 :]
+    text = "".join(out)
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+def _only_instance_names(body: str, instance: dict[str, Any]) -> bool:
+    """Whether every statement of the block assigns only names the instance gives."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(body)
+    except SyntaxError:
+        return False
+    return all((names := _assigned_names(st)) is not None and set(names) <= set(instance) for st in tree.body)
 
 
 def substitute_data(source: str, instance: dict[str, Any], *, where: str = "model") -> str:
-    """Replace the data block's body by one assignment per instance entry."""
+    """Put an instance into the program's data block(s): the first assignment of each name the instance
+    gives is replaced by the instance's value, the program's other lines (derived values, helpers, comments)
+    stay; names the program never assigns there are put at the top of its first block."""
     try:
-        span = _data_span(source)
+        spans = _data_spans(source)
     except DatasetError as e:
         raise DatasetError(f"{where}: {e}") from None
-    if span is None:
+    if not spans:
         raise DatasetError(f"{where}: instance data given but the model has no '# Data' block")
-    body = "".join(f"{name} = {value!r}\n" for name, value in instance.items())
-    return source[: span[0]] + body + source[span[1] :]
+    if len(spans) == 1 and _only_instance_names(source[spans[0][0] : spans[0][1]], instance):
+        # Nothing of the program's own in the block: one line per entry, in the instance's order.
+        body = "".join(f"{name} = {value!r}\n" for name, value in instance.items())
+        return source[: spans[0][0]] + body + source[spans[0][1] :]
+    todo = set(instance)
+    bodies = [_substitute_block(source[a:b], instance, todo, where) for a, b in spans]
+    if todo:
+        bodies[0] = "".join(f"{n} = {instance[n]!r}\n" for n in instance if n in todo) + bodies[0]
+    out, prev = [], 0
+    for (a, b), body in zip(spans, bodies, strict=True):
+        out += [source[prev:a], body]
+        prev = b
+    return "".join(out) + source[prev:]
 
 
 def find_solution_dict(tree: ast.Module) -> ast.Dict | None:
@@ -110,12 +199,69 @@ def find_solution_dict(tree: ast.Module) -> ast.Dict | None:
 
 
 def _solution_keys(tree: ast.Module) -> tuple[str, ...]:
-    """Keys of the reference's solution dict literal; () when there is none or a key is not a string."""
+    """Keys of the reference's printed solution dict: its `solution = {...}` literal, or, for a dict built over
+    several statements (`sol = {}`, `sol["k"] = ...`, `sol.update(k=...)`, `dict(k=...)`), every constant key
+    given to the name printed with `json.dumps`; () when a key is not a constant string."""
     found = find_solution_dict(tree)
-    if found is None:
-        return ()
-    keys = [k.value for k in found.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
-    return tuple(keys) if len(keys) == len(found.keys) else ()
+    if found is not None and found.keys:
+        keys = [k.value for k in found.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        return tuple(keys) if len(keys) == len(found.keys) else ()
+    names = {"solution"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "json.dumps" and node.args:
+            arg = node.args[0]
+            if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name):  # json.dumps(make_solution())
+                arg = _returned(tree, arg.func.id) or arg
+            if isinstance(arg, ast.Name):
+                names.add(arg.id)
+            elif (keys := _dict_call_keys(arg)) is not None:
+                return keys
+    out: list[str] = []
+    for node in ast.walk(tree):
+        new: list[str] | None = []
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names for t in node.targets):
+            v = node.value
+            new = ([k.value if isinstance(k, ast.Constant) and isinstance(k.value, str) else None for k in v.keys]
+                   if isinstance(v, ast.Dict) else list(_dict_call_keys(v) or []))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in names:
+                    key = t.slice
+                    new.append(key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
+              and isinstance(node.func.value, ast.Name) and node.func.value.id in names):
+            new = list(_dict_call_keys(ast.Call(ast.Name("dict"), node.args, node.keywords)) or [None])
+        if None in new:  # type: ignore[operator]
+            return ()
+        out += [k for k in new if k not in out]  # type: ignore[union-attr, misc]
+    return tuple(out)
+
+
+def _returned(tree: ast.Module, function: str) -> ast.expr | None:
+    """What the module-level function `function` returns last (a dict literal or a name), if it is defined."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            rets = [r.value for r in ast.walk(node) if isinstance(r, ast.Return) and r.value is not None]
+            return rets[-1] if rets else None
+    return None
+
+
+def _dict_call_keys(node: ast.expr) -> tuple[str, ...] | None:
+    """Keys of `dict(a=..., b=...)` or `dict({...})` / a dict literal; None when not such a call."""
+    if isinstance(node, ast.Dict):
+        keys = [k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        return tuple(keys) if len(keys) == len(node.keys) else None
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict"):
+        return None
+    keys = [kw.arg for kw in node.keywords]
+    if None in keys:
+        return None
+    for a in node.args:
+        inner = _dict_call_keys(a)
+        if inner is None:
+            return None
+        keys += inner
+    return tuple(k for k in keys if k is not None)
 
 
 def objective_sense(tree: ast.Module) -> str | None:

@@ -17,12 +17,20 @@ from typing import Any
 from triforge.core import proc
 from triforge.core.errors import UserError
 from triforge.cpagent import warm
-from triforge.cpagent.dataset import Problem, substitute_data
-from triforge.cpagent.output import OutputError, as_template_bools, key_errors, parse_solution, shape_errors
+from triforge.cpagent.dataset import DatasetError, Problem
+from triforge.cpagent.output import (
+    OutputError,
+    as_template_bools,
+    ints_as_bools,
+    key_errors,
+    parse_solution,
+    shape_errors,
+)
 from triforge.cpagent.overconstrained import bool_or_01_keys, relax_source
 from triforge.cpagent.refmodel import check_plan
 from triforge.cpagent.refs import HARNESS, START_SLACK_S, RefCache, RefResult, harness_env, reference_for
 from triforge.cpagent.sandbox import Limits, run_python
+from triforge.cpagent.submission import program_for, run_error, syntax_error
 
 VERDICTS = ("correct", "incorrect", "error", "timeout", "no_output")
 DEFAULT_SOLVER = "ortools"
@@ -64,6 +72,8 @@ def check_candidates(
     """Fix each candidate's values in the (relaxed) reference model and solve with the candidate's
     solver, all in one subprocess (candidates are (values, solver) pairs).
 
+    The reference's output code is read statically where every key prints `<expr>.value()` (possibly cast);
+    otherwise the check is dynamic (harness_probe.py: probes find which expression each printed leaf shows).
     Returns one harness result per candidate (`status`, maybe `objective`, `reason`) and notes about
     restrictions that could not be lifted.
     """
@@ -71,33 +81,46 @@ def check_candidates(
     notes: list[str] = []
     if relax:
         source, notes = relax_source(problem.id, source)
-    plan = check_plan(source)
     limit = problem.time_limit_s
-    job = {
-        "prefix": plan.prefix,
-        "model_name": plan.model_name,
-        "key_exprs": plan.key_exprs,
-        "candidates": [{"values": v, "solver": s} for v, s in candidates],
-        "time_limit": limit,
-        "optimum": optimum,
-    }
-    with tempfile.TemporaryDirectory(prefix="cpbench-check-") as tmp:
-        jp, rp = Path(tmp, "job.json"), Path(tmp, "result.json")
-        jp.write_text(json.dumps(job))
+    base = {"candidates": [{"values": v, "solver": s} for v, s in candidates], "time_limit": limit,
+            "optimum": optimum}
+    try:
+        plan = check_plan(source, problem.output_keys)
+    except DatasetError:
+        plan = None
+    if plan is None:
+        mode, job = "probe", {**base, "source": source}
+        budget = START_SLACK_S + limit * (1 + 3 * len(candidates)) + 60
+    else:
+        mode, job = "check", {**base, "prefix": plan.prefix, "model_name": plan.model_name,
+                              "key_exprs": plan.key_exprs}
         # Each candidate may need two solves (feasibility, then reaching the optimum).
         budget = START_SLACK_S + limit * (1 + 2 * len(candidates))
+    out, why = _harness(mode, job, budget, python)
+    if out is None or "error" in out:
+        reason = out["error"] if out else f"checker {why}"
+        return [{"status": "CHECK_ERROR", "reason": reason} for _ in candidates], notes
+    if plan is None:
+        notes.append("output read by probing the reference (its output code is not `<expr>.value()` per key)")
+    return out["results"], notes
+
+
+def _harness(mode: str, job: dict[str, Any], budget: float, python: str = sys.executable
+             ) -> tuple[dict[str, Any] | None, str]:
+    """Run one harness job; its result, or None and why there is none."""
+    with tempfile.TemporaryDirectory(prefix=f"cpbench-{mode}-") as tmp:
+        jp, rp = Path(tmp, "job.json"), Path(tmp, "result.json")
+        jp.write_text(json.dumps(job))
         if warm.enabled() and python == sys.executable:
-            w = warm.pool(HARNESS).run("check", jp, rp, budget)
+            w = warm.pool(HARNESS).run(mode, jp, rp, budget)
             timed_out, err = w.timed_out, w.stderr
         else:
-            r = proc.run([python, str(HARNESS), "check", str(jp), str(rp)], timeout=budget, cwd=tmp,
+            r = proc.run([python, str(HARNESS), mode, str(jp), str(rp)], timeout=budget, cwd=tmp,
                          env=harness_env())
             timed_out, err = r.timed_out, r.stderr
         out = json.loads(rp.read_text()) if rp.is_file() else None
-    if out is None:
-        why = "timed out" if timed_out else f"failed: {(err.strip().splitlines() or ['?'])[-1][:300]}"
-        return [{"status": "CHECK_ERROR", "reason": f"checker {why}"} for _ in candidates], notes
-    return out["results"], notes
+    why = "timed out" if timed_out else f"failed: {(err.strip().splitlines() or ['?'])[-1][:300]}"
+    return out, why
 
 
 def _static_errors(problem: Problem, solution: dict[str, Any], template: dict[str, Any] | None) -> list[str]:
@@ -107,10 +130,33 @@ def _static_errors(problem: Problem, solution: dict[str, Any], template: dict[st
     return [e for k in problem.output_keys for e in shape_errors(solution[k], template[k], k)][:5]
 
 
-def _normalized(problem: Problem, solution: dict[str, Any], template: dict[str, Any], relax: bool) -> dict[str, Any]:
-    """Booleans and 0/1 read as the model's kind, for the keys whose text allows either (when relaxing)."""
-    keys = bool_or_01_keys(problem.id) if relax else set()
-    return {k: as_template_bools(v, template[k]) if k in keys and k in template else v for k, v in solution.items()}
+def _normalized(problem: Problem, solution: dict[str, Any], template: dict[str, Any], relax: bool,
+                strict_types: bool) -> tuple[dict[str, Any], list[str]]:
+    """The solution with 0/1 read as booleans where the reference prints booleans (unless `strict_types`),
+    and booleans and 0/1 read as the model's kind for the keys whose text allows either (when relaxing);
+    also the keys where an answer relied on 0/1."""
+    either = bool_or_01_keys(problem.id) if relax else set()
+    out: dict[str, Any] = {}
+    relied: list[str] = []
+    for k, v in solution.items():
+        if k in template and k in either:
+            v = as_template_bools(v, template[k])
+        elif k in template and not strict_types:
+            read = ints_as_bools(v, template[k])
+            if _has_bool_01(read, v):
+                relied.append(k)
+            v = read
+        out[k] = v
+    return out, relied
+
+
+def _has_bool_01(read: Any, raw: Any) -> bool:
+    """Whether some leaf was an integer 0/1 in `raw` and a boolean in `read`."""
+    if isinstance(read, list) and isinstance(raw, list):
+        return any(_has_bool_01(a, b) for a, b in zip(read, raw, strict=False))
+    if isinstance(read, dict) and isinstance(raw, dict):
+        return any(_has_bool_01(read[k], raw[k]) for k in read if k in raw)
+    return isinstance(read, bool) and type(raw) is int
 
 
 def _verdict_from_check(v: Verdict, res: dict[str, Any], problem: Problem, optimum: Any) -> Verdict:
@@ -150,27 +196,26 @@ def _verdict_from_check(v: Verdict, res: dict[str, Any], problem: Problem, optim
 
 def derived_template(problem: Problem, instance: int = 0, *, relax: bool = True) -> dict[str, Any]:
     """Shape and kind of each output key read off the reference's expressions: what a solution must look
-    like when no reference output is at hand (False stands for a boolean, 0 for an integer)."""
+    like when no reference output is at hand (False stands for a boolean, 0 for an integer). Where the
+    output code cannot be read statically, what the reference printed on a probe (harness_probe.py)."""
     source = problem.instance_source(instance)
     if relax:
         source, _ = relax_source(problem.id, source)
-    plan = check_plan(source)
-    job = {"prefix": plan.prefix, "model_name": plan.model_name, "key_exprs": plan.key_exprs, "casts": plan.casts}
-    with tempfile.TemporaryDirectory(prefix="cpbench-template-") as tmp:
-        jp, rp = Path(tmp, "job.json"), Path(tmp, "result.json")
-        jp.write_text(json.dumps(job))
-        budget = problem.time_limit_s + START_SLACK_S
-        if warm.enabled():
-            w = warm.pool(HARNESS).run("template", jp, rp, budget)
-            err = w.stderr
-        else:
-            r = proc.run([sys.executable, str(HARNESS), "template", str(jp), str(rp)], timeout=budget, cwd=tmp,
-                         env=harness_env())
-            err = r.stderr
-        if not rp.is_file():
+    budget = problem.time_limit_s + START_SLACK_S
+    try:
+        plan = check_plan(source, problem.output_keys)
+    except DatasetError:
+        out, why = _harness("probe", {"source": source, "candidates": [], "time_limit": problem.time_limit_s},
+                            budget + 60)
+        if out is None or "error" in out:
             raise RuntimeError(f"{problem.id}: could not read the model's output shapes: "
-                               f"{(err.strip().splitlines() or ['?'])[-1][:300]}")
-        return json.loads(rp.read_text())["template"]
+                               f"{out['error'] if out else why}") from None
+        return out["sample"]
+    job = {"prefix": plan.prefix, "model_name": plan.model_name, "key_exprs": plan.key_exprs, "casts": plan.casts}
+    out, why = _harness("template", job, budget)
+    if out is None:
+        raise RuntimeError(f"{problem.id}: could not read the model's output shapes: {why}")
+    return out["template"]
 
 
 def grade_solutions(
@@ -183,22 +228,24 @@ def grade_solutions(
     cache: RefCache | None = None,
     run_reference: bool = True,
     relax: bool = True,
+    strict_types: bool = False,
 ) -> list[Verdict]:
     """Grade parsed solutions (JSON objects) for one instance; the fix-and-solve checks share one subprocess.
 
     `solver` is one backend for all, or one per solution. The reference result (given, or from `cache`,
     by default the on-disk cache under $TRIFORGE_HOME) supplies the expected shapes and the proven
-    optimum; for an optimisation problem without one, the reference is run now (and cached) unless
-    `run_reference` is False. Without a usable reference, shapes are read off the model and optimality
-    is proven by showing that nothing better exists.
+    optimum; for an optimisation problem without one, or a reference whose output code cannot be read
+    statically, the reference is run now (and cached) unless `run_reference` is False. Without a usable
+    reference, shapes are read off the model and optimality is proven by showing that nothing better exists.
+    Integers 0/1 read as booleans where the reference prints booleans, unless `strict_types`.
     """
     solvers = [solver] * len(solutions) if isinstance(solver, str) else list(solver)
     if len(solvers) != len(solutions):
         raise ValueError("one solver per solution")
     cache = cache if cache is not None else RefCache()
     ref = reference or cache.get(problem, instance)
-    if ref is None and run_reference and problem.is_optimization:
-        # Only an optimum needs the reference; shapes can be read off the model.
+    if ref is None and run_reference and (problem.is_optimization or not _static_plan(problem, instance, relax)):
+        # An optimum needs the reference; so do shapes that cannot be read off the model's expressions.
         ref = reference_for(problem, instance, cache)
     verdicts = [Verdict(problem.id, instance, "incorrect", solution=s, solver=sv)
                 for s, sv in zip(solutions, solvers, strict=True)]
@@ -207,10 +254,15 @@ def grade_solutions(
         template = ref.solution
         optimum = ref.objective if problem.is_optimization and ref.proven_optimal else None
     else:
-        if ref is not None and problem.is_optimization:
+        if ref is not None:
             notes.append(f"reference unavailable ({ref.status}: {ref.reason}); shapes read off the model"
                          + (", optimality proven directly" if problem.is_optimization else ""))
-        template = derived_template(problem, instance, relax=relax)
+        try:
+            template = derived_template(problem, instance, relax=relax)
+        except RuntimeError as e:
+            for v in verdicts:
+                v.verdict, v.reasons, v.notes = "error", [f"the reference cannot be checked: {e}"], notes
+            return verdicts
         optimum = None
     to_check: list[tuple[Verdict, dict[str, Any]]] = []
     for v in verdicts:
@@ -218,11 +270,14 @@ def grade_solutions(
         if not isinstance(v.solution, dict):
             v.reasons = ["the solution is not a JSON object"]
             continue
-        values = _normalized(problem, v.solution, template, relax)
+        values, relied = _normalized(problem, v.solution, template, relax, strict_types)
         if errs := _static_errors(problem, values, template):
             v.reasons = errs
-        else:
-            to_check.append((v, values))
+            continue
+        if relied:
+            v.notes.append(f"0/1 read as booleans for {', '.join(relied)} (the reference prints booleans; "
+                           "--strict-types refuses this)")
+        to_check.append((v, values))
     if to_check:
         t0 = time.perf_counter()
         results, relax_notes = check_candidates(problem, instance, [(vals, v.solver) for v, vals in to_check],
@@ -235,9 +290,19 @@ def grade_solutions(
     return verdicts
 
 
+def _static_plan(problem: Problem, instance: int, relax: bool) -> bool:
+    """Whether the reference's output code reads as `<expr>.value()` per key (see refmodel.check_plan)."""
+    try:
+        source = problem.instance_source(instance)
+        check_plan(relax_source(problem.id, source)[0] if relax else source, problem.output_keys)
+    except DatasetError:
+        return False
+    return True
+
+
 def grade_output(problem: Problem, stdout: str, instance: int = 0, *, solver: str = DEFAULT_SOLVER,
                  reference: RefResult | None = None, cache: RefCache | None = None, run_reference: bool = True,
-                 relax: bool = True) -> Verdict:
+                 relax: bool = True, strict_types: bool = False) -> Verdict:
     """Grade what a program printed (the whole stdout) for one instance."""
     try:
         solution = parse_solution(stdout)
@@ -245,17 +310,12 @@ def grade_output(problem: Problem, stdout: str, instance: int = 0, *, solver: st
         kind = "no_output" if str(e) == "no output" else "incorrect"
         return Verdict(problem.id, instance, kind, [str(e)], solver=solver)
     return grade_solutions(problem, [solution], instance, solver=solver, reference=reference, cache=cache,
-                           run_reference=run_reference, relax=relax)[0]
+                           run_reference=run_reference, relax=relax, strict_types=strict_types)[0]
 
 
 def _program_for(problem: Problem, source: str, instance: int) -> str | None:
-    """The submission with instance data substituted into its `# Data` block (None if it has none)."""
-    if not problem.instances:
-        return source
-    try:
-        return substitute_data(source, problem.instances[instance])
-    except UserError:
-        return source if instance == 0 else None
+    """The submission with instance data put into its `# Data` block (None where that cannot be done)."""
+    return program_for(problem, source, instance)[0]
 
 
 def grade_program(
@@ -267,12 +327,14 @@ def grade_program(
     cache: RefCache | None = None,
     run_reference: bool = True,
     relax: bool = True,
+    strict_types: bool = False,
     python: str = sys.executable,
 ) -> list[Verdict]:
     """Run a submitted Python program (or read a .json solution) and grade it on each instance asked for.
 
-    A program is run once per instance, with that instance's data substituted into its
-    `# Data` ... `# End of data` block, under the problem's time limit.
+    A program is run once per instance, with that instance's data put into its `# Data` ... `# End of data`
+    block (the instance's assignments replace the ones of the same names; the program's other lines stay),
+    under the problem's time limit. Data that cannot be put in is an `error` saying why.
     """
     path = Path(program)
     if not path.is_file():
@@ -282,35 +344,35 @@ def grade_program(
         if not 0 <= k < problem.n_instances:
             raise UserError(f"{problem.id}: instance {k} out of range (it has {problem.n_instances})")
     text = path.read_text(encoding="utf-8", errors="replace")
+    opts = {"solver": solver, "cache": cache, "run_reference": run_reference, "relax": relax,
+            "strict_types": strict_types}
     if path.suffix == ".json":
         if len(instances) != 1:
             raise UserError(f"{path}: a .json solution answers one instance; use --instance K")
-        return [grade_output(problem, text, instances[0], solver=solver, cache=cache, run_reference=run_reference,
-                             relax=relax)]
+        return [grade_output(problem, text, instances[0], **opts)]
+    if bad := syntax_error(text):
+        return [Verdict(problem.id, k, "error", [bad], solver=solver) for k in instances]
     out: list[Verdict] = []
     for k in instances:
-        src = _program_for(problem, text, k)
+        src, why = program_for(problem, text, k)
         if src is None:
-            out.append(Verdict(problem.id, k, "error", [f"instance {k}: the program has no '# Data' ... "
-                                                        "'# End of data' block to put the instance into"]))
+            out.append(Verdict(problem.id, k, "error", [why], solver=solver))
             continue
         limits = Limits(wall_s=problem.time_limit_s)
         res, isolation = run_python(src, limits, python=python)
-        v = _program_verdict(problem, k, res, solver, cache, run_reference, relax)
+        if res.returncode != 0 and not res.timed_out:
+            v = Verdict(problem.id, k, "error", [run_error(res.stderr, res.returncode, text, src)], solver=solver)
+        else:
+            v = _program_verdict(problem, k, res, opts)
         v.isolation, v.run_s = isolation, res.duration_s
         out.append(v)
     return out
 
 
-def _program_verdict(problem: Problem, k: int, res: proc.ProcResult, solver: str, cache: RefCache | None,
-                     run_reference: bool, relax: bool) -> Verdict:
+def _program_verdict(problem: Problem, k: int, res: proc.ProcResult, opts: dict[str, Any]) -> Verdict:
     if res.timed_out:
-        return Verdict(problem.id, k, "timeout", [f"no result within {problem.time_limit_s:g} s"], solver=solver)
-    if res.returncode != 0:
-        tail = res.stderr.strip().splitlines()[-3:] or ["(no stderr)"]
-        return Verdict(problem.id, k, "error", [f"exit code {res.returncode}: " + " | ".join(tail)[:500]],
-                       solver=solver)
+        return Verdict(problem.id, k, "timeout", [f"no result within {problem.time_limit_s:g} s"],
+                       solver=opts["solver"])
     if res.stdout_truncated:
-        return Verdict(problem.id, k, "incorrect", ["output too long"], solver=solver)
-    return grade_output(problem, res.stdout, k, solver=solver, cache=cache, run_reference=run_reference,
-                        relax=relax)
+        return Verdict(problem.id, k, "incorrect", ["output too long"], solver=opts["solver"])
+    return grade_output(problem, res.stdout, k, **opts)

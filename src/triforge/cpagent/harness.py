@@ -53,6 +53,7 @@ def _ortools_defaults(workers: int | None, deadline: float | None) -> dict[str, 
             time_limit = max(0.5, deadline - time.perf_counter())
             state["limit_s"] = round(time_limit, 1)
         ret = original(self, time_limit, *args, **kwargs)
+        state["solver"] = self  # the model's status when the program's own model is not a global
         state["limited"] = injected and _status_name(self.status()) == "UNKNOWN"
         return ret
 
@@ -73,6 +74,8 @@ def run_ref(job: dict[str, Any]) -> dict[str, Any]:
         # A satisfaction reference reads .value() of a search that found nothing in time: a timeout.
         return {"wall_s": time.perf_counter() - t0, "status": "timeout", "solver_limit_s": state["limit_s"]}
     model = ns.get(job["model_name"])
+    if not hasattr(model, "status"):
+        model = state.get("solver")
     out: dict[str, Any] = {"wall_s": time.perf_counter() - t0}
     if state["limited"]:
         out["solver_limit_s"] = state["limit_s"]
@@ -80,7 +83,9 @@ def run_ref(job: dict[str, Any]) -> dict[str, Any]:
         status = model.status()
         out["status"] = _status_name(status)
         out["solve_s"] = getattr(status, "runtime", None)
-        if getattr(model, "objective_", None) is not None and out["status"] in ("OPTIMAL", "FEASIBLE"):
+        has_objective = getattr(model, "objective_", None) is not None or (
+            not hasattr(model, "objective_") and hasattr(model, "has_objective") and model.has_objective())
+        if has_objective and out["status"] in ("OPTIMAL", "FEASIBLE"):
             out["objective"] = _plain(model.objective_value())
     return out
 
@@ -97,6 +102,10 @@ def _fixing(cp: Any, np: Any, expr: Any, value: Any) -> tuple[list[Any], str | N
         return [], f"shape {list(vals.shape)} but the model's is {list(exprs.shape)}"
     cons: list[Any] = []
     for e, v in zip(exprs.reshape(-1), vals.reshape(-1), strict=True):
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)  # a whole number printed as a float (the reference's own `float(x.value())`)
+        if isinstance(v, float):
+            return [], f"value {v!r} is not a whole number"
         if isinstance(e, cp.expressions.core.Expression):
             lb, ub = e.get_bounds()
             if not lb <= v <= ub:  # also keeps huge integers away from the solver's 64-bit range
@@ -108,6 +117,10 @@ def _fixing(cp: Any, np: Any, expr: Any, value: Any) -> tuple[list[Any], str | N
 
 
 def _build(prefix: str, model_name: str, key_exprs: dict[str, str]) -> tuple[Any, dict[str, Any]]:
+    import cpmpy as cp
+    from harness_probe import record_lines
+
+    record_lines(cp)  # names a violated constraint by its line
     ns: dict[str, Any] = {"__name__": "__main__"}
     with contextlib.redirect_stdout(sys.stderr):
         _exec(prefix, ns)
@@ -179,6 +192,10 @@ def _check_one(cp: Any, np: Any, model: Any, exprs: dict[str, Any], values: dict
     optimum = job.get("optimum")
     # Without a known optimum, the best completion of the fixed keys is what must be proven optimal.
     out: dict[str, Any] = {"status": solve(base, objective_too=objective is not None and optimum is None)}
+    if out["status"] == "UNSATISFIABLE":
+        from harness_probe import explain_unsat
+
+        out["reason"] = explain_unsat(cp, model, fix, solver, limit)
     if out["status"] in ("FEASIBLE", "OPTIMAL") and objective is not None:
         out["objective"] = _plain(objective.value())
         if optimum is not None and out["objective"] != optimum:
@@ -308,7 +325,12 @@ def main(argv: list[str]) -> int:
     mode, job_path, result_path = argv[1:4]
     with open(job_path, encoding="utf-8") as f:
         job = json.load(f)
-    result = {"ref": run_ref, "check": run_check, "variant": run_variant, "template": run_template}[mode](job)
+    if mode == "probe":  # the dynamic check (harness_probe.py, beside this file)
+        from harness_probe import run_probe
+
+        result = run_probe(job)
+    else:
+        result = {"ref": run_ref, "check": run_check, "variant": run_variant, "template": run_template}[mode](job)
     with open(result_path, "w", encoding="utf-8") as f:
         json.dump(result, f, default=str)
     return 0

@@ -130,3 +130,17 @@ def as_template_bools(value: Any, template: Any) -> Any:
     if type(template) is int and isinstance(value, bool):
         return int(value)
     return value
+
+
+def ints_as_bools(value: Any, template: Any) -> Any:
+    """`value` with each integer 0/1 read as a boolean where the template (what the reference prints) has a
+    boolean, leaf by leaf; strings, floats and other integers are left for `shape_errors` to refuse."""
+    if isinstance(template, list) and isinstance(value, list):
+        if len(template) != len(value):
+            return value
+        return [ints_as_bools(v, t) for v, t in zip(value, template, strict=True)]
+    if isinstance(template, dict) and isinstance(value, dict):
+        return {k: ints_as_bools(v, template[k]) if k in template else v for k, v in value.items()}
+    if isinstance(template, bool) and type(value) is int and value in (0, 1):
+        return bool(value)
+    return value

@@ -42,15 +42,25 @@ def _solve_statement(tree: ast.Module) -> tuple[int, str]:
     return found
 
 
-def _strip_value(node: ast.expr) -> tuple[ast.expr | None, str]:
-    """`int(x.value())`, `x.value().tolist()` ... -> (`x`, outermost scalar cast or '');
-    (None, '') when no `.value()` call was peeled."""
-    peeled = False
+def model_name(source: str) -> str:
+    """The name whose `.solve()` the reference calls last at top level ('model' when none is found)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return _solve_statement(ast.parse(source))[1]
+    except (SyntaxError, DatasetError):
+        return "model"
+
+
+def _strip_value(node: ast.expr) -> tuple[ast.expr | None, str, bool]:
+    """`int(x.value())`, `x.value().tolist()` ... -> (`x`, outermost scalar cast or '', whether a `.flatten()`
+    was peeled); (None, '', False) when no `.value()` call was peeled."""
+    peeled = flat = False
     cast = ""
     while True:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _WRAPPERS:
             if len(node.args) != 1 or node.keywords:
-                return None, ""
+                return None, "", False
             if node.func.id != "list" and not cast:
                 cast = node.func.id
             node = node.args[0]
@@ -62,9 +72,10 @@ def _strip_value(node: ast.expr) -> tuple[ast.expr | None, str]:
             and not node.keywords
         ):
             peeled = peeled or node.func.attr == "value"
+            flat = flat or node.func.attr == "flatten"
             node = node.func.value
         else:
-            return (node, cast) if peeled else (None, "")
+            return (node, cast, flat) if peeled else (None, "", False)
 
 
 def _solution_dict(tree: ast.Module) -> ast.Dict:
@@ -74,8 +85,11 @@ def _solution_dict(tree: ast.Module) -> ast.Dict:
     return found
 
 
-def check_plan(source: str) -> CheckPlan:
-    """Split `source` (a reference with its instance data already substituted) for fix-and-solve."""
+def check_plan(source: str, keys: tuple[str, ...] | list[str] | None = None) -> CheckPlan:
+    """Split `source` (a reference with its instance data already substituted) for fix-and-solve.
+
+    Raises DatasetError when some printed key's expression cannot be read (or, given the problem's output
+    `keys`, when the dict literal does not print exactly those)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # LaTeX like \( in the docstrings is an invalid escape
         tree = ast.parse(source)
@@ -87,11 +101,15 @@ def check_plan(source: str) -> CheckPlan:
     sol = _solution_dict(tree)
     for k, v in zip(sol.keys, sol.values, strict=True):
         key = k.value if isinstance(k, ast.Constant) else None
-        inner, cast = _strip_value(v)
+        inner, cast, flat = _strip_value(v)
         if not isinstance(key, str) or inner is None:
             raise DatasetError(f"solution key {ast.unparse(k) if k else '**'}: cannot tell which expression "
                                f"`{ast.unparse(v)}` prints (expected `<expr>.value()`)")
-        exprs[key] = ast.unparse(inner)
+        # A flattened print fixes the flattened expression (the harness reads it as an object array).
+        exprs[key] = f"__import__('numpy').asarray({ast.unparse(inner)}, dtype=object).reshape(-1)" if flat \
+            else ast.unparse(inner)
         if cast:
             casts[key] = cast
+    if not exprs or (keys is not None and set(exprs) != set(keys)):
+        raise DatasetError("the solution dict literal does not hold every printed key")
     return CheckPlan(prefix=prefix, model_name=model_name, key_exprs=exprs, casts=casts)

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from triforge.core import proc
-from triforge.cpagent import warm
+from triforge.cpagent import refmodel, warm
 from triforge.cpagent.dataset import DatasetError, Problem
 from triforge.cpagent.output import OutputError, key_errors, parse_solution
 from triforge.cpagent.ref_budgets import expectation, ref_budget
-from triforge.cpagent.refmodel import check_plan
 
 HARNESS = Path(__file__).with_name("harness.py")
 # Slack over the problem's time limit for interpreter start and cpmpy import (about 0.5 s measured).
@@ -96,10 +95,7 @@ def run_reference(problem: Problem, instance: int = 0, *, timeout_s: float | Non
     budget = timeout_s if timeout_s is not None else ref_budget(problem, instance)
     workers = solver_workers()
     sha = run_sha(source, budget, workers)
-    try:
-        model_name = check_plan(source).model_name
-    except DatasetError:
-        model_name = "model"  # the run itself still decides; only the solver status needs the name
+    model_name = refmodel.model_name(source)  # only the solver status needs it; the run itself decides
     with tempfile.TemporaryDirectory(prefix="cpbench-ref-") as tmp:
         job, res = Path(tmp, "job.json"), Path(tmp, "result.json")
         job.write_text(json.dumps({"source": source, "model_name": model_name, "budget_s": budget,

@@ -37,7 +37,7 @@ def solve_variant(
     source = problem.instance_source(instance)
     if relax:
         source, _ = relax_source(problem.id, source)
-    plan = check_plan(source)
+    plan = check_plan(source, problem.output_keys)
     job = {"prefix": plan.prefix, "model_name": plan.model_name, "key_exprs": plan.key_exprs,
            "extra": list(extra or []), "solver": solver, "time_limit": time_limit}
     with tempfile.TemporaryDirectory(prefix="cpbench-variant-") as tmp:
@@ -54,3 +54,22 @@ def solve_variant(
         if not rp.is_file():
             return {"status": "ERROR", "reason": (err.strip().splitlines() or ["?"])[-1]}
         return json.loads(rp.read_text())
+
+
+def printed_suboptimal(problem: Problem, instance: int = 0, *, worse_than: float, time_limit: float = 30.0
+                       ) -> str | None:
+    """What the reference prints when its objective must be worse than `worse_than` (any reference, however it
+    spells its output: the constraint is added at its `solve()` call); None when it printed nothing."""
+    job = {"source": problem.instance_source(instance), "worse_than": worse_than}
+    with tempfile.TemporaryDirectory(prefix="cpbench-variant-") as tmp:
+        jp, rp = Path(tmp, "job.json"), Path(tmp, "result.json")
+        jp.write_text(json.dumps(job))
+        budget = time_limit + START_SLACK_S
+        if warm.enabled():
+            warm.pool(HARNESS).run("probe", jp, rp, budget)
+        else:
+            proc.run([sys.executable, str(HARNESS), "probe", str(jp), str(rp)], timeout=budget, cwd=tmp,
+                     env=harness_env())
+        if not rp.is_file():
+            return None
+        return json.loads(rp.read_text()).get("stdout") or None

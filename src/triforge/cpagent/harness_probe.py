@@ -1,0 +1,584 @@
+"""Subprocess side of the dynamic check: grade by what the reference prints, not by how it spells it.
+
+Used when the output code of a reference cannot be read statically (`refmodel.check_plan` fails). The reference
+runs unchanged until its first `solve()`; that call is intercepted. Probes: the process forks, each child gives
+every model variable a random value from its domain, pretends the solve succeeded and lets the program print;
+matching the printed leaves against the values of the variables, of the objective and of the expressions the
+program holds in its namespace tells which expression each leaf prints (exactly, or as `a * e + b`), which leaves
+are constants and which cannot be told. Checks: per submitted candidate a child fixes the mapped leaves, solves
+(with the optimum, or proving one), lets the program print its solution, and the parent compares that output
+with the candidate (a forward check, so a wrong reading can never accept a wrong answer). A key that could not be
+read is `incorrect` only when its printed value is fixed by the other keys (randomising the other variables does
+not change it); otherwise the check reports that it cannot decide.
+
+Imported by harness.py from the same folder; it imports no triforge module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import random
+import signal
+import sys
+import tempfile
+import time
+from fractions import Fraction
+from typing import Any
+
+REF_FILE = "<reference>"
+N_PROBES = 24
+N_DETERMINE = 8
+_SAT = ("FEASIBLE", "OPTIMAL")
+
+
+class _Stop(BaseException):  # noqa: N818 - not an error: a reference's `except Exception` must not catch it
+    """Ends the parent's run of the reference once every child has reported."""
+
+
+class _Resume(BaseException):  # noqa: N818
+    """Raised in a forked child: unwinds to the intercepted `solve()`, which returns `value` to the program."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _status_name(status: Any) -> str:
+    return getattr(getattr(status, "exitstatus", None), "name", "UNKNOWN")
+
+
+def _ref_line() -> int | None:
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_filename == REF_FILE:
+            return f.f_lineno
+        f = f.f_back
+    return None
+
+
+def record_lines(cp: Any) -> None:
+    """Remember the reference line that added each top-level constraint (for naming a violated one)."""
+    original = cp.Model.add
+    if getattr(original, "_triforge", False):
+        return
+
+    def add(self: Any, con: Any) -> Any:
+        n = len(self.constraints)
+        ret = original(self, con)
+        if len(self.constraints) > n:
+            lines = self.__dict__.setdefault("_triforge_lines", {})
+            lines[len(self.constraints) - 1] = _ref_line()
+        return ret
+
+    add._triforge = True  # type: ignore[attr-defined]
+    cp.Model.add = add
+
+
+def explain_unsat(cp: Any, model: Any, fix: list[Any], solver: str, limit: float | None) -> str:
+    """The first top-level constraint of `model` that the fixed values contradict: the shortest prefix of the
+    model's constraints that is unsatisfiable together with `fix` (binary search), named by its source line."""
+    cons = list(model.constraints)
+    per = min(limit or 5.0, 5.0)
+
+    def unsat(k: int) -> bool | None:
+        s = cp.SolverLookup.get(solver, cp.Model(cons[:k] + fix))
+        s.solve(time_limit=per)
+        name = _status_name(s.status())
+        return True if name == "UNSATISFIABLE" else False if name in _SAT else None
+
+    try:
+        if unsat(0) is not False:
+            return "the values violate the problem's constraints (each value is out of its variable's range)"
+        lo, hi = 0, len(cons)  # cons[:lo] satisfiable, cons[:hi] not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            r = unsat(mid)
+            if r is None:
+                return "the values violate the problem's constraints"
+            lo, hi = (lo, mid) if r else (mid, hi)
+    except Exception:  # noqa: BLE001 - the explanation is a courtesy; the verdict stands without it
+        return "the values violate the problem's constraints"
+    line = model.__dict__.get("_triforge_lines", {}).get(hi - 1)
+    text = str(cons[hi - 1])
+    text = text if len(text) <= 160 else text[:157] + "..."
+    where = f"constraint {hi} of {len(cons)}" + (f" (added at line {line} of the reference)" if line else "")
+    return f"the values violate the problem's constraints: first violated is {where}: {text}"
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if hasattr(v, "item") else v
+
+
+def _num(v: Any) -> Fraction | None:
+    v = _plain(v)
+    if isinstance(v, bool):
+        return Fraction(int(v))
+    if isinstance(v, int):
+        return Fraction(v)
+    if isinstance(v, float) and v == v and abs(v) != float("inf"):
+        return Fraction(v)
+    return None
+
+
+def _leaves(value: Any, path: tuple = ()) -> list[tuple[tuple, Any]]:
+    if isinstance(value, dict):
+        return [leaf for k, v in value.items() for leaf in _leaves(v, (*path, k))]
+    if isinstance(value, list):
+        return [leaf for i, v in enumerate(value) for leaf in _leaves(v, (*path, i))]
+    return [(path, value)]
+
+
+def _parse(stdout: str) -> dict[str, Any] | None:
+    text = stdout.strip()
+    for cand in (text, *reversed(text.splitlines())):
+        with contextlib.suppress(ValueError):
+            obj = json.loads(cand)
+            if isinstance(obj, dict):
+                return obj
+    return None
+
+
+def _canon(vec: list[Fraction]) -> tuple[tuple[Fraction, ...], Fraction, Fraction] | None:
+    """`vec` up to an affine map: (shape, first value, first non-zero step); None when constant."""
+    d = next((x - vec[0] for x in vec if x != vec[0]), None)
+    if d is None:
+        return None
+    return tuple((x - vec[0]) / d for x in vec), vec[0], d
+
+
+class Probe:
+    """The state of one dynamic check inside the reference's process."""
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        self.job = job
+        self.fired = False
+        self.child: dict[str, Any] | None = None  # set in a forked child: what to report at the end
+        self.result: dict[str, Any] = {}
+
+    # --- interception -------------------------------------------------------------------------------------
+    def install(self, cp: Any) -> None:
+        record_lines(cp)
+        classes = [cp.Model] + [cls for _, cls in cp.SolverLookup.base_solvers()]
+        for cls in classes:
+            original = cls.__dict__.get("solve")
+            if original is None:
+                continue
+
+            def solve(obj: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                if self.fired:
+                    return _original(obj, *args, **kwargs)
+                self.fired = True
+                try:
+                    return self.on_solve(cp, obj, _original, args, kwargs)
+                except _Resume as r:
+                    return r.value
+
+            cls.solve = solve
+
+    def _variables(self, cp: Any, obj: Any) -> tuple[list[Any], list[tuple[str, Any]]]:
+        """The model's variables (in a fixed order) and named non-variable expressions held by the program."""
+        from cpmpy.expressions.core import Expression
+        from cpmpy.expressions.variables import _NumVarImpl
+        from cpmpy.transformations.get_variables import get_variables, get_variables_model
+
+        if isinstance(obj, cp.Model):
+            variables = list(get_variables_model(obj))
+        else:
+            variables = sorted(getattr(obj, "user_vars", ()), key=str)
+        seen = {id(v) for v in variables}
+        exprs: list[tuple[str, Any]] = []
+        if isinstance(obj, cp.Model) and obj.objective_ is not None:
+            exprs.append(("the objective", obj.objective_))
+        f = sys._getframe(2)
+        while f is not None and len(exprs) < 4000:
+            if f.f_code.co_filename == REF_FILE:
+                for name, val in list(f.f_locals.items()):
+                    items = [(name, val)]
+                    if isinstance(val, (list, tuple)) or _is_array(val):
+                        try:
+                            flat = list(_flatten(val))
+                        except Exception:  # noqa: BLE001 - an odd container is not a candidate
+                            flat = []
+                        items = [(f"{name}[{i}]", x) for i, x in enumerate(flat[:2000])]
+                    for label, x in items:
+                        if isinstance(x, _NumVarImpl):
+                            if id(x) not in seen:
+                                seen.add(id(x))
+                                variables.append(x)
+                        elif isinstance(x, Expression):
+                            exprs.append((label, x))
+                            for v in get_variables(x):
+                                if id(v) not in seen:
+                                    seen.add(id(v))
+                                    variables.append(v)
+            f = f.f_back
+        return variables, exprs
+
+    def on_solve(self, cp: Any, obj: Any, original: Any, args: tuple, kwargs: dict) -> Any:
+        if (worse := self.job.get("worse_than")) is not None:  # a sub-optimal solution, printed by the program
+            objective = obj.objective_
+            obj += objective > worse if obj.objective_is_min else objective < worse
+            return original(obj, *args, **kwargs)
+        variables, exprs = self._variables(cp, obj)
+        rng = random.Random(1234)
+        probes = [[_random_value(v, rng) for v in variables] for _ in range(N_PROBES)]
+        outputs: list[dict[str, Any] | None] = []
+        errors: list[str] = []
+        for assignment in probes:
+            rep = self._fork(lambda a=assignment: self._enter_probe(cp, obj, variables, a), 5.0)
+            out = _parse(rep.get("stdout", "")) if rep.get("done") else None
+            if out is None:
+                errors.append(rep.get("error") or "no JSON object printed")
+            outputs.append(out)
+        ok = [i for i, o in enumerate(outputs) if o is not None]
+        self.result["probes"] = {"run": len(probes), "printed": len(ok)}
+        if len(ok) < 4:
+            self.result["error"] = (f"the reference's output could not be read: {len(probes) - len(ok)} of "
+                                    f"{len(probes)} probes printed no JSON object ({errors[-1][:200]})")
+            raise _Stop
+        self.result["sample"] = outputs[ok[0]]
+        plan = self._plan(variables, exprs, [probes[i] for i in ok], [outputs[i] for i in ok])  # type: ignore[misc]
+        self.result["mapped"] = sorted({str(p[0]) for p, _ in plan.items()})
+        results = []
+        for cand in self.job.get("candidates", []):
+            results.append(self._check(cp, obj, original, variables, plan, cand))
+        self.result["results"] = results
+        raise _Stop
+
+    # --- probing --------------------------------------------------------------------------------------------
+    def _enter_probe(self, cp: Any, obj: Any, variables: list[Any], assignment: list[Any]) -> Any:
+        for v, x in zip(variables, assignment, strict=True):
+            v._value = x
+        _set_status(obj, "OPTIMAL")
+        return True
+
+    def _plan(self, variables: list[Any], exprs: list[tuple[str, Any]], probes: list[list[Any]],
+              outputs: list[dict[str, Any]]) -> dict[tuple, tuple]:
+        """Leaf path -> ("const", value) | ("lin", expression, a, b) for the leaves that can be read."""
+        columns: list[tuple[Any, bool, list[Fraction]]] = []  # (expression, is a variable, values per probe)
+        for j, v in enumerate(variables):
+            columns.append((v, True, [Fraction(int(p[j])) for p in probes]))
+        for _, e in exprs:
+            vec: list[Fraction] = []
+            for p in probes:
+                for v, x in zip(variables, p, strict=True):
+                    v._value = x
+                try:
+                    n = _num(e.value())
+                except Exception:  # noqa: BLE001 - an expression undefined on a random assignment
+                    n = None
+                if n is None:
+                    break
+                vec.append(n)
+            if len(vec) == len(probes):
+                columns.append((e, False, vec))
+        for v in variables:
+            v._value = None
+        exact: dict[tuple, list[int]] = {}
+        affine: dict[tuple, list[int]] = {}
+        for i, (_, _, vec) in enumerate(columns):
+            exact.setdefault(tuple(vec), []).append(i)
+            if (c := _canon(vec)) is not None:
+                affine.setdefault(c[0], []).append(i)
+        leaf_sets = [dict(_leaves(o)) for o in outputs]
+        plan: dict[tuple, tuple] = {}
+        for path, first in leaf_sets[0].items():
+            if not all(path in ls for ls in leaf_sets):
+                continue
+            raw = [ls[path] for ls in leaf_sets]
+            nums = [_num(x) for x in raw]
+            if all(x == raw[0] and type(x) is type(raw[0]) for x in raw):
+                plan[path] = ("const", first)
+                continue
+            if any(n is None for n in nums):
+                continue
+            if (best := _pick(exact.get(tuple(nums), []), columns)) is not None:  # type: ignore[arg-type]
+                plan[path] = ("lin", columns[best][0], Fraction(1), Fraction(0))
+                continue
+            c = _canon(nums)  # type: ignore[arg-type]
+            if c is None or (best := _pick(affine.get(c[0], []), columns)) is None:
+                continue
+            cvec = columns[best][2]
+            cc = _canon(cvec)
+            a = c[2] / cc[2]  # type: ignore[index]
+            plan[path] = ("lin", columns[best][0], a, c[1] - a * cc[1])  # type: ignore[index]
+        return plan
+
+    # --- checking -------------------------------------------------------------------------------------------
+    def _check(self, cp: Any, obj: Any, original: Any, variables: list[Any], plan: dict[tuple, tuple],
+               cand: dict[str, Any]) -> dict[str, Any]:
+        values = cand["values"]
+        fix: list[Any] = []
+        fixed_vars: set[int] = set()
+        unread: set[str] = set()
+        from cpmpy.transformations.get_variables import get_variables
+
+        for path, leaf in _leaves(values):
+            entry = plan.get(path)
+            if entry is None:
+                unread.add(str(path[0]))
+                continue
+            if entry[0] == "const":
+                if not _same(leaf, entry[1]):
+                    return {"status": "UNSATISFIABLE", "reason": f"key {_name(path)!r}: {leaf!r} where the program "
+                            f"always prints {entry[1]!r}"}
+                continue
+            _, e, a, b = entry
+            n = _num(leaf)
+            target = None if n is None else (n - b) / a
+            if target is None or target.denominator != 1:
+                return {"status": "UNSATISFIABLE", "reason": f"key {_name(path)!r}: the program cannot print {leaf!r} "
+                        "there"}
+            t = int(target)
+            lb, ub = e.get_bounds()
+            if not lb <= t <= ub:
+                return {"status": "UNSATISFIABLE", "reason": f"key {_name(path)!r}: value {leaf!r} outside the "
+                        "model's range"}
+            fix.append(e == t)
+            fixed_vars.update(id(v) for v in get_variables(e))
+        free = [v for v in variables if id(v) not in fixed_vars] if unread else []
+        limit = self.job.get("time_limit")
+        rep = self._fork(lambda: self._enter_check(cp, obj, original, fix, cand["solver"], free), _budget(limit))
+        if not rep.get("done") and "status" not in rep:
+            return {"status": "CHECK_ERROR", "reason": f"checker: {rep.get('error') or 'no result'}"}
+        out = {k: rep[k] for k in ("status", "objective", "reason", "better", "better_objective") if k in rep}
+        if unread:
+            out["unread"] = sorted(unread)
+        if out.get("status") not in _SAT or rep.get("not_optimal"):
+            return out
+        printed = _parse(rep.get("stdout", ""))
+        if printed is None:
+            return {"status": "CHECK_ERROR", "reason": "the reference printed no JSON object for the solution found "
+                    f"with these values ({rep.get('error') or 'no output'})"}
+        for key in values:
+            if _same(printed.get(key), values[key]):
+                continue
+            if key in unread:
+                variants = [_parse(s) for s in rep.get("variants", [])]
+                if variants and all(v is not None and _same(v.get(key), printed.get(key)) for v in variants):
+                    return {"status": "UNSATISFIABLE", "reason": f"key {key!r}: with the other keys' values the "
+                            f"program prints {json.dumps(printed.get(key))[:80]} there"}
+                return {"status": "CHECK_ERROR", "reason": f"key {key!r}: cannot tell which model expression the "
+                        "reference prints there (its value varies in a way no single variable explains)"}
+            return {"status": "CHECK_ERROR", "reason": f"key {key!r}: the reference printed "
+                    f"{json.dumps(printed.get(key))[:80]} for the values it was given (reading of its output failed)"}
+        return out
+
+    def _enter_check(self, cp: Any, obj: Any, original: Any, fix: list[Any], solver: str, free: list[Any]) -> Any:
+        limit = self.job.get("time_limit")
+        optimum = self.job.get("optimum")
+        rep = self.child
+        assert rep is not None
+        if not isinstance(obj, cp.Model):  # a solver object the reference built itself: its backend decides
+            obj += fix
+            ok = original(obj, time_limit=limit) if limit else original(obj)
+            rep["status"] = _status_name(obj.status())
+            if ok and obj.has_objective():
+                rep["objective"] = _plain(obj.objective_value())
+            return self._after(obj, ok, free)
+        cons = list(obj.constraints) + fix
+        objective = obj.objective_
+
+        def solve(extra: list[Any], with_objective: bool = False) -> str:
+            m = cp.Model(cons + extra)
+            if with_objective:
+                m.objective(objective, minimize=obj.objective_is_min)
+            s = cp.SolverLookup.get(solver, m)
+            s.solve(time_limit=limit) if limit else s.solve()
+            return _status_name(s.status())
+
+        if objective is None:
+            status = solve([])
+        elif optimum is not None:
+            status = solve([objective == optimum])
+            if status not in _SAT:
+                status = solve([], with_objective=True)
+                if status in _SAT:
+                    rep["not_optimal"] = True
+                    rep["objective"] = _plain(objective.value())
+        else:
+            status = solve([], with_objective=True)
+            if status in _SAT:
+                saved = [(v, v._value) for v in _vars_of(cons, objective)]
+                value = objective.value()
+                better = objective < value if obj.objective_is_min else objective > value
+                s = cp.SolverLookup.get("ortools", cp.Model(list(obj.constraints) + [better]))
+                s.solve(time_limit=limit) if limit else s.solve()
+                rep["better"] = _status_name(s.status())
+                if rep["better"] in _SAT:
+                    rep["better_objective"] = _plain(objective.value())
+                for v, x in saved:
+                    v._value = x
+        rep["status"] = status
+        if status == "UNSATISFIABLE":
+            rep["reason"] = explain_unsat(cp, obj, fix, solver, limit)
+        if status not in _SAT or rep.get("not_optimal"):
+            self._finish()
+        if objective is not None:
+            rep["objective"] = _plain(objective.value())
+        _set_status(obj, status)
+        return self._after(obj, True, free)
+
+    def _after(self, obj: Any, ok: Any, free: list[Any]) -> Any:
+        """Before the program prints the solution found: print it with the free variables randomised too."""
+        if ok and free and self.child is not None:
+            rng = random.Random(99)
+            rep = self.child
+            kept = [(v, v._value) for v in free]
+            variants = []
+            for _ in range(N_DETERMINE):
+                self.child = None
+                r = self._fork(lambda: [setattr(v, "_value", _random_value(v, rng)) for v in free] and True, 5.0)
+                variants.append(r.get("stdout", "") if r.get("done") else "")
+            self.child = rep
+            rep["variants"] = variants
+            for v, x in kept:
+                v._value = x
+        return ok
+
+    # --- children -------------------------------------------------------------------------------------------
+    def _fork(self, enter: Any, timeout: float) -> dict[str, Any]:
+        """Run the rest of the reference in a forked child that first calls `enter()` (its value is what
+        `solve()` returns there); the child's report: stdout, `done`, and what `enter` recorded."""
+        fd, path = tempfile.mkstemp(prefix="probe-", suffix=".json")
+        os.close(fd)
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            self.child = {"path": path}
+            self.child_out = io.StringIO()
+            sys.stdout = self.child_out
+            try:
+                value = enter()
+            except _Resume:
+                raise
+            except BaseException as e:  # noqa: BLE001 - report it; the parent decides
+                self.child["error"] = f"{type(e).__name__}: {e}"
+                self._finish()
+            raise _Resume(value)
+        deadline = time.perf_counter() + timeout
+        while True:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.perf_counter() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                break
+            time.sleep(0.001)
+        try:
+            with open(path, encoding="utf-8") as f:
+                rep = json.load(f)
+        except (OSError, ValueError):
+            rep = {"error": f"no report within {timeout:g} s"}
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return rep
+
+    def _finish(self, error: str | None = None) -> None:
+        """In a child: write the report and leave at once."""
+        rep = self.child or {}
+        if error and "error" not in rep:
+            rep["error"] = error
+        rep["stdout"] = getattr(self, "child_out", io.StringIO()).getvalue()
+        rep.setdefault("done", error is None and "error" not in rep)
+        with contextlib.suppress(Exception), open(rep["path"], "w", encoding="utf-8") as f:
+            json.dump(rep, f, default=str)
+        os._exit(0)
+
+
+def _pick(hits: list[int], columns: list[tuple[Any, bool, list[Fraction]]]) -> int | None:
+    """The one variable among `hits`, else the first expression; None when none, or when two variables are
+    alike on every probe (which one the program prints cannot be told)."""
+    variables = [i for i in hits if columns[i][1]]
+    if len(variables) > 1:
+        return None
+    return variables[0] if variables else (hits[0] if hits else None)
+
+
+def _flatten(val: Any) -> Any:
+    for x in (val.flat if hasattr(val, "flat") else val):
+        if isinstance(x, (list, tuple)) or _is_array(x):
+            yield from _flatten(x)
+        else:
+            yield x
+
+
+def _is_array(val: Any) -> bool:
+    ndim = getattr(val, "ndim", 0)
+    return isinstance(ndim, int) and ndim > 0 and hasattr(val, "flat")
+
+
+def _random_value(v: Any, rng: random.Random) -> Any:
+    if v.is_bool():
+        return rng.random() < 0.5
+    lb, ub = v.get_bounds()
+    return rng.randint(int(lb), int(ub))
+
+
+def _vars_of(cons: list[Any], objective: Any) -> list[Any]:
+    from cpmpy.transformations.get_variables import get_variables
+
+    return list(get_variables(cons + [objective]))
+
+
+def _set_status(obj: Any, name: str) -> None:
+    from cpmpy.solvers.solver_interface import ExitStatus, SolverStatus
+
+    st = SolverStatus("triforge-check")
+    st.exitstatus = getattr(ExitStatus, name, ExitStatus.UNKNOWN)
+    st.runtime = 0.0
+    obj.cpm_status = st
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as printed values: numbers by value (a boolean equals 0/1), lists and objects leaf by leaf."""
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    na, nb = _num(a), _num(b)
+    if na is not None and nb is not None:
+        return na == nb
+    return a == b and type(a) is type(b)
+
+
+def _name(path: tuple) -> str:
+    return str(path[0]) + "".join(f"[{p!r}]" if isinstance(p, str) else f"[{p}]" for p in path[1:])
+
+
+def _budget(limit: float | None) -> float:
+    return 3 * (limit or 60.0) + (2 + N_DETERMINE) * 5.0
+
+
+def run_probe(job: dict[str, Any]) -> dict[str, Any]:
+    """The dynamic check of `job['source']`: {"results" (one per candidate), "sample", "probes", ...}."""
+    import cpmpy as cp
+
+    probe = Probe(job)
+    probe.install(cp)
+    ns: dict[str, Any] = {"__name__": "__main__"}
+    t0 = time.perf_counter()
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            exec(compile(job["source"], REF_FILE, "exec"), ns)
+    except _Stop:
+        pass
+    except BaseException as e:  # noqa: BLE001 - in a child the program's own error is its report
+        if probe.child is not None:
+            probe._finish(f"{type(e).__name__}: {e}")
+        if not probe.fired:
+            return {"error": f"the reference failed before solving: {type(e).__name__}: {e}"}
+        raise
+    if probe.child is not None:
+        probe._finish()
+    if not probe.fired:
+        return {"error": "the reference never called solve()"}
+    if job.get("worse_than") is not None:
+        return {"stdout": printed.getvalue()}
+    probe.result["probe_s"] = time.perf_counter() - t0
+    return probe.result

@@ -1,0 +1,24 @@
+# Category: triforge-corpus
+# Source: written for the triforge grader tests (2026-12-04)
+"""
+Split 4 tasks of loads l between 2 machines, minimising the larger machine load. Print each task's machine,
+the larger load, and the average load per task (rounded to 2 decimals).
+"""
+
+import json
+
+import cpmpy as cp
+
+# Data
+l = [5, 3, 4, 6]
+# End of data
+
+m_of = cp.boolvar(shape=4, name="m_of")
+load1 = cp.sum(m_of * l)
+load0 = sum(l) - load1
+top = cp.intvar(0, sum(l), name="top")
+model = cp.Model(top >= load0, top >= load1, m_of[0] == 0)
+model.minimize(top)
+model.solve()
+print(json.dumps({"machine": [int(v) for v in m_of.value()], "max_load": int(top.value()),
+                  "average": round(float(sum(l)) / 4, 2)}))
