@@ -232,3 +232,56 @@ def test_an_incorrect_start_kernel_is_a_clear_error(tmp_path):
 
     with pytest.raises(UserError, match="start kernel is not correct"):
         Optimizer(settings(start_source=kernel("incorrect")), models([]), FakeLab(), tmp_path).run()
+
+
+def test_usd_budget_stops_the_run_and_is_charged_once_across_a_resume(tmp_path):
+    def priced(script):
+        return ScriptedLLM(script, price_in_per_mtok=1_000_000.0, price_out_per_mtok=0.0)  # $10 per 10-token call
+
+    ms = {"testing": priced([call("finish_tests", summary="none")]),
+          "profiling": priced([call("submit_analysis", analysis="x")]),
+          "planning": priced([plans(1)]), "coding": priced([call("submit_kernel", source=kernel("correct x1.3"))])}
+    limits = LedgerLimits(max_usd=25.0)
+    out = Optimizer(settings(candidates=1, rounds=2), ms, FakeLab(), tmp_path, limits).run()
+    assert out.stopped and "USD" in out.stopped
+    assert sum(len(m.requests) for m in ms.values()) == 3  # $30 > $25: the fourth call is never sent
+    again = {r: priced([]) for r in ms}
+    out = Optimizer(settings(candidates=1, rounds=2), again, FakeLab(), tmp_path, limits).run()
+    assert out.stopped and sum(len(m.requests) for m in again.values()) == 0
+    assert results(tmp_path)["spend"]["usd"] == pytest.approx(30.0)
+
+
+def test_a_kill_during_evaluation_re_evaluates_without_charging_twice(tmp_path):
+    class DiesOnce(FakeLab):
+        def evaluate(self, jobs, run_dir):
+            if any(j.id.startswith("r1-") for j in jobs):
+                raise Killed()
+            return super().evaluate(jobs, run_dir)
+
+    coding = [call("submit_kernel", source=kernel("correct x1.3"))]
+    with pytest.raises(Killed):
+        Optimizer(settings(candidates=1), models(coding, planning=[plans(1)]), DiesOnce(), tmp_path,
+                  LedgerLimits(max_evaluations=4)).run()
+    lab = FakeLab()
+    out = Optimizer(settings(candidates=1), models([], testing=[], profiling=[], planning=[]), lab, tmp_path,
+                    LedgerLimits(max_evaluations=4)).run()
+    assert lab.calls[0] == "r1-k0" and out.best_id == "r1-k0"
+    assert results(tmp_path)["spend"]["evaluations"] == 4
+
+
+def test_a_spent_model_budget_still_lets_a_deferred_round_finish(tmp_path):
+    """The budget ran out exactly when round 1's candidates were handed in: the resume evaluates and decides them."""
+    limits = LedgerLimits(max_calls=4)
+    run = lambda ms, ev: Optimizer(settings(candidates=1, rounds=2), ms, ev, tmp_path, limits).run()  # noqa: E731
+    empty = lambda: models([], testing=[], profiling=[], planning=[])  # noqa: E731
+    run(empty(), Deferred())
+    evaluate_waiting(tmp_path, FakeLab())
+    out = run(models([call("submit_kernel", source=kernel("correct x1.3"))], testing=[call("finish_tests")],
+                     planning=[plans(1)], profiling=[call("submit_analysis", analysis="x")]), Deferred())
+    assert out.waiting == ["r1-k0"]
+    evaluate_waiting(tmp_path, FakeLab())
+    out = run(empty(), Deferred())
+    assert out.waiting == ["final-r1-k0", "final-start"]
+    evaluate_waiting(tmp_path, FakeLab())
+    out = run(empty(), Deferred())
+    assert out.status == "done" and out.best_id == "r1-k0" and "calls" in out.stopped

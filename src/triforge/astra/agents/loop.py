@@ -157,10 +157,11 @@ class Optimizer:
         best, lineage, extra, history, per_round = START, [START], [], [], []
         stopped = None
         for r in range(1, rounds + 1):
-            if stopped is None and (why := self.ledger.llm_exhausted()):
+            started = any(k.startswith(f"r{r}/") for k in self.state.data["steps"])  # a resumed round replays
+            if stopped is None and not started and (why := self.ledger.llm_exhausted()):
                 stopped = why
             left = self.ledger.evaluations_left()
-            if stopped is None and left is not None and left <= FINAL_RESERVE:
+            if stopped is None and not started and left is not None and left <= FINAL_RESERVE:
                 stopped = "evaluation budget spent"
             if stopped:
                 break
