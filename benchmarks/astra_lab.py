@@ -188,15 +188,16 @@ def worker_path(n: int = 5) -> dict:
         walls.append(time.perf_counter() - t1)
         parts.append({k: r.get(k) for k in ("verdict", "compile_s", "compile_cached", "oracle_s", "timing_s", "checks")})
     w.stop()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     kpath = Path(os.environ.get("TMPDIR", "/tmp")) / "astra_worker_path.cu"
     kpath.write_text(src)
     t2 = time.perf_counter()
     cp = subprocess.run([sys.executable, "-m", "triforge.cli.app", "astra", "check", "--task", "silu_and_mul",
                          "--kernel", str(kpath)], capture_output=True, text=True, timeout=600,
-                        env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+                        env=env)
     cli_s = time.perf_counter() - t2
     t3 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import triforge.cli.app"], timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    subprocess.run([sys.executable, "-c", "import triforge.cli.app"], timeout=120, env=env)
     import_s = time.perf_counter() - t3
     res = {"worker_start_s": start_s, "first_check_s": walls[0], "warm_checks_s": walls[1:],
            "warm_p50_s": statistics.median(walls[1:]), "parts": parts, "cli_check_s": cli_s, "cli_exit": cp.returncode,
