@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -239,6 +240,7 @@ def main() -> None:
         data = scripted_gpu(a.out, a.rounds or 1) if a.mode == "scripted-gpu" else scripted_deferred(a.out)
         print(json.dumps({k: v for k, v in data.items() if k != "final"}, indent=1, default=str))
     data["python"] = platform.python_version()
+    data["cpus"], data["load_average_1m"] = os.cpu_count(), round(os.getloadavg()[0], 2)
     data["when"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     if a.json:
         a.json.write_text(json.dumps(data, indent=2, default=str))
