@@ -82,3 +82,31 @@ def test_bench_prints_a_line_per_finished_problem_without_a_terminal(tmp_path):
     assert done[0].startswith("cpagent bench: problem 1 of 2 · two_numbers#seed0: correct")
     assert done[-1].startswith("cpagent bench: problem 2 of 2 · two_numbers#seed1: incorrect")
     assert "tok" in done[-1] and "\r" not in r.stderr
+
+
+def test_solve_on_a_terminal_repaints_one_live_line(tmp_path):
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    with FakeOpenAIServer(list(SCRIPT)) as srv:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "triforge.cli.app", "cpagent", "solve", "--data", str(EXAMPLES), "--problem",
+             "two_numbers", "--model", "m", "--base-url", srv.base_url, "--out", str(tmp_path / "run"),
+             "--max-steps", "6"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
+            env={**os.environ, "TERM": "xterm"})
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        assert proc.wait(timeout=180) == 0
+    os.close(master)
+    text = b"".join(chunks).decode(errors="replace")
+    assert "\r\x1b[2Kcpagent: step 1 of 6" in text and "\r\x1b[2Kcpagent: step 2 of 6" in text
+    assert "python_exec -> 42" in text and "] cpagent:" not in text  # a live line, not dated log lines

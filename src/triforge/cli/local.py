@@ -39,11 +39,13 @@ class _Display:
         self.progress = progress
 
     def __call__(self, what: str, done: float, total: float) -> None:
-        self.progress.set(phase=_LABELS.get(what, what))
         if total and what == "download":
             self.progress.note(f"part {int(done)} of {int(total)}")
         elif total and total > 1:
             self.progress.note(f"{done / total:.0%} of {total / 1e6:,.0f} MB")
+        elif not total:
+            self.progress.note("")
+        self.progress.set(phase=_LABELS.get(what, what))  # after the note: a new phase's line shows its own
 
 
 @app.command()
