@@ -35,9 +35,15 @@ def _version(value: bool) -> None:
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    isolation: str = typer.Option("auto", "--isolation", help="auto: confine model-written code (refused where "
+                                  "that is impossible); none: run it unprotected. See `triforge doctor`."),
 ) -> None:
     if debug:
         os.environ["TRIFORGE_DEBUG"] = "1"
+    if isolation not in ("auto", "none"):
+        raise UserError(f"--isolation {isolation}: use auto (the default) or none")
+    if isolation == "none":
+        os.environ["TRIFORGE_ISOLATION"] = "none"  # read by core.isolation.IsolationPolicy.from_env
 
 
 def _needs_extra(why: str):
@@ -49,12 +55,14 @@ def _needs_extra(why: str):
 
 def _register() -> None:
     from triforge.cli import demo as demo_cli
+    from triforge.cli import doctor as doctor_cli
     from triforge.cli import llm as llm_cli
     from triforge.cli import trace as trace_cli
 
     app.add_typer(llm_cli.app, name="llm")
     app.add_typer(trace_cli.app, name="trace")
     app.command("demo")(demo_cli.demo)
+    app.command("doctor")(doctor_cli.doctor)
     try:  # without the sandbox extra the other systems still start; solve/bench then say what is missing
         from triforge.cli import cpagent_agent
 

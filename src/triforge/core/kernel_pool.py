@@ -96,6 +96,7 @@ class KernelPool:
             max_file_mb=lim.max_file_mb,
             network=lim.network,
             env=dict(lim.env),
+            isolation=lim.isolation,
             pool=self,
             **options,
         )

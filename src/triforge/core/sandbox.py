@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triforge.core.errors import UserError
+from triforge.core.isolation import IsolationPolicy
 from triforge.core.sandbox_isolation import Isolation
 from triforge.core.sandbox_kernel import KernelProcess, SandboxError, writable_in
 from triforge.core.sandbox_limits import SandboxLimits
@@ -77,8 +78,10 @@ class KernelSandbox:
         kill_background: bool = True,
         env: dict[str, str] | None = None,
         pool: KernelPool | None = None,
+        isolation: IsolationPolicy | None = None,
     ) -> None:
-        limits = SandboxLimits(memory_mb, cpu_seconds, max_processes, max_file_mb, network, tuple(sorted((env or {}).items())))
+        limits = SandboxLimits(memory_mb, cpu_seconds, max_processes, max_file_mb, network,
+                               tuple(sorted((env or {}).items())), isolation or IsolationPolicy.from_env())
         if pool is not None and pool.limits != limits:
             raise UserError("the sandbox's limits differ from its pool's: create it with pool.sandbox() instead")
         self.limits = limits

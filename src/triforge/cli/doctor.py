@@ -1,0 +1,35 @@
+"""`triforge doctor`: what isolation model-written code gets on this machine, read back from /proc."""
+
+from __future__ import annotations
+
+import typer
+
+from triforge.cli.common import console
+from triforge.core.isolation import IsolationPolicy, IsolationUnavailable, mechanism
+
+
+def doctor() -> None:
+    """Start a sandboxed kernel and a one-shot program and print the isolation each really has."""
+    from triforge.core.sandbox import KernelSandbox
+    from triforge.core.sandbox_run import verified
+
+    policy = IsolationPolicy.from_env()
+    mech = mechanism()
+    console.print(f"mechanism: {mech.name}" + (f" ({mech.why_not})" if mech.why_not else ""), highlight=False,
+                  soft_wrap=True)
+    if not policy.enabled:
+        console.print("isolation: turned off (--isolation none): model-written code runs unprotected",
+                      style="bold red", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+    failed = False
+    try:
+        console.print(f"one-shot programs: {verified(policy).confinement()}", highlight=False, soft_wrap=True)
+        with KernelSandbox(timeout=30) as sb:
+            console.print(f"kernel cells: {sb.isolation.summary()}", highlight=False, soft_wrap=True)
+    except IsolationUnavailable as exc:
+        console.print(f"NOT isolated: {exc}", style="bold red", highlight=False, soft_wrap=True)
+        failed = True
+    if failed:
+        raise typer.Exit(1)
+    console.print("isolation holds: no network, host read-only but the workdir, private /tmp, home hidden, "
+                  "own PID namespace, no capabilities", style="green", highlight=False, soft_wrap=True)
