@@ -99,17 +99,15 @@ class Optimizer:
 
     def _evaluate(self, items: list[tuple[EvalJob, dict[str, Any]]], reserve: int = FINAL_RESERVE) -> None:
         """Write, grant (ledger) and evaluate a batch; results land in self.results. Raises EvaluationPending."""
-        todo = []
+        todo, fresh = [], False
         for job, meta in items:
             rec = self.state.candidate(job.id)
             if rec is None:
                 granted = self.ledger.grant(1, reserve) == 1
                 rec = {**meta, "id": job.id, "status": "waiting" if granted else "skipped",
                        "note": "" if granted else "evaluation budget spent"}
-                if granted:
-                    write_job(self.run_dir, job)
-                self.state.data["spend"] = self.ledger.spent()
-                self.state.put_candidate(job.id, rec)
+                self.state.put_candidate(job.id, rec, save=False)
+                fresh = True
             self.records[job.id] = rec
             if rec["status"] == "skipped":
                 continue
@@ -118,6 +116,12 @@ class Optimizer:
                 todo.append(job)
             else:
                 self.results[job.id] = res
+        if fresh:  # the grants and the jobs' records, in one write, before anything is evaluated
+            self.state.data["spend"] = self.ledger.spent()
+            self.state.save()
+        for job in todo:  # after the grants are stored: a kill in between never charges a job twice
+            if not (self.run_dir / "candidates" / job.id / "job.json").is_file():
+                write_job(self.run_dir, job)
         if todo:
             tracer = context.tracer()
             with tracer.span("astra.evaluate", kind="evaluation", **{"triforge.candidates": [j.id for j in todo]}) \
@@ -182,7 +186,8 @@ class Optimizer:
             per_round.append({"round": r, "candidates": ids, "accepted": winners[-1][1] if winners else None,
                               "best": best, "best_gain": self._gain(best)})
             for cid in ids:
-                self.state.put_candidate(cid, self.records[cid])
+                self.state.put_candidate(cid, self.records[cid], save=False)
+            self.state.save()
         final = final_check(self, best)
         results = self._write_results(rounds, per_round, stopped, final, best, lineage)
         write_reports(self.run_dir, results, self.s.report_note)

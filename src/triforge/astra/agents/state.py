@@ -57,6 +57,7 @@ class RunState:
     def candidate(self, cid: str) -> dict[str, Any] | None:
         return self.data["candidates"].get(cid)
 
-    def put_candidate(self, cid: str, record: dict[str, Any]) -> None:
+    def put_candidate(self, cid: str, record: dict[str, Any], save: bool = True) -> None:
         self.data["candidates"][cid] = record
-        self.save()
+        if save:
+            self.save()
