@@ -57,3 +57,10 @@ def test_summary_of_a_corrupt_trace_is_one_line_exit_2(run):
         r = triforge("trace", cmd, str(run))
         assert r.returncode == 2 and r.stdout == ""
         assert r.stderr.count("\n") == 1 and "line 3 is not a triforge span" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_trace_holding_several_runs_says_so(run):
+    assert "runs appended" not in triforge("trace", "summary", str(run)).stdout
+    Tracer(run).tool_span("python_exec", {"code": "print(2)"}, "2", 1.0)  # a resumed run appends its own spans
+    text = " ".join(triforge("trace", "summary", str(run)).stdout.split())
+    assert "this trace holds 2 runs appended one after another" in text and "totals cover all" in text

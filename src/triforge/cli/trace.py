@@ -9,7 +9,7 @@ from rich import box
 from rich.table import Table
 
 from triforge.cli.common import console
-from triforge.core.trace_view import render_html, summarize
+from triforge.core.trace_view import render_html, runs_note, summarize
 
 app = typer.Typer(help="Read a run's trace: HTML view and summary.", no_args_is_help=True)
 
@@ -39,3 +39,6 @@ def summary(run_dir: Path = RunArg) -> None:
             table.add_row(key, str(r.calls), str(r.tool_calls), f"{r.input_tokens:,}", f"{r.output_tokens:,}",
                           f"{r.cost_usd:.4f}", f"{r.seconds:.1f}")
         console.print(table)
+    note = runs_note(run_dir)
+    if note:
+        console.print(f"note: {note}")

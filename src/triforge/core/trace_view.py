@@ -47,6 +47,26 @@ def _by_start(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(spans, key=lambda s: (s.get("start") or 0, s.get("end") or 0))
 
 
+def runs_in(run: str | Path) -> list[tuple[str, float]]:
+    """The runs appended to one trace file (trace id, first start), oldest first: a resumed run adds one."""
+    first: dict[str, float] = {}
+    for s in _spans_or_fail(run):
+        tid, start = str(s.get("trace_id") or "-"), float(s.get("start") or 0)
+        first[tid] = min(first.get(tid, start), start)
+    return sorted(first.items(), key=lambda kv: kv[1])
+
+
+def runs_note(run: str | Path) -> str | None:
+    """One line when the trace holds several runs (the totals cover all of them), else None."""
+    import time
+
+    runs = runs_in(run)
+    if len(runs) < 2:
+        return None
+    when = ", ".join(time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) for _, t in runs)
+    return f"this trace holds {len(runs)} runs appended one after another (started {when} UTC); totals cover all"
+
+
 def summarize(run: str | Path) -> dict[str, dict[str, Row]]:
     """Totals per agent and per model alias; a tool call counts for the model whose reply asked for it
     (the agent's latest LLM call before it)."""
@@ -225,6 +245,9 @@ def _header_html(run_dir: Path, spans: list[dict[str, Any]]) -> str:
     else:
         lines.append("<p>ended: <span class='badge other'>no result recorded</span></p>")
     lines.append(f"<p class=meta>run directory {_esc(str(run_dir))} · {len(spans)} spans</p>")
+    note = runs_note(run_dir)
+    if note:
+        lines.append(f"<p class=meta>{_esc(note)}</p>")
     return "<header>" + "".join(lines) + "</header>"
 
 
