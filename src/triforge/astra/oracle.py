@@ -97,8 +97,10 @@ def compare(name: str, got, want, tol: Tol, exact: bool) -> list[str]:
 
 
 def check_once(task: TaskSpec, launch: Callable[[dict[str, Any]], None], sync: Callable[[], None], shape: Shape,
-               dtype: str, seed: int, special: bool) -> CheckRecord:
-    """One input set: reference first, then two poisoned runs on identical inputs."""
+               dtype: str, seed: int, special: bool,
+               launch_perturbed: Callable[[dict[str, Any]], None] | None = None) -> CheckRecord:
+    """One input set: reference first, then two poisoned runs on identical inputs (the second one under
+    perturbed scheduling when `launch_perturbed` is given)."""
     import torch
 
     rec = CheckRecord(shape, dtype, seed, special)
@@ -114,7 +116,7 @@ def check_once(task: TaskSpec, launch: Callable[[dict[str, Any]], None], sync: C
             else:
                 v.copy_(pristine[k])
         torch.cuda.synchronize()
-        launch(inputs)
+        (launch_perturbed if run == 1 and launch_perturbed is not None else launch)(inputs)
         sync()
         for k, v in tensors(inputs).items():
             if k not in written and (n := same_bits(v, pristine[k])):
@@ -134,18 +136,27 @@ def check_once(task: TaskSpec, launch: Callable[[dict[str, Any]], None], sync: C
     return rec
 
 
-def run_oracle(task: TaskSpec, launcher_for: Callable[[Shape, str], Callable[[dict[str, Any]], None]],
+def run_oracle(task: TaskSpec, launcher_for: Callable[..., Callable[[dict[str, Any]], None]],
                sync: Callable[[], None], shapes: list[Shape], base_seed: int, seeds: int = 1,
-               stop_at_first: bool = True, dtypes: list[str] | None = None) -> list[CheckRecord]:
-    """Every shape x dtype x seed, random inputs then special values; stops at the first failure by default."""
+               stop_at_first: bool = True, dtypes: list[str] | None = None, perturb: bool = True) -> list[CheckRecord]:
+    """Every shape x dtype x seed, random inputs then special values; stops at the first failure by default.
+    `launcher_for(shape, dtype, stream=0)`; with `perturb` the second run of each set is under perturbed scheduling."""
+    from triforge.astra.perturb import Perturber
+
+    pert = Perturber(base_seed) if perturb else None
     records = []
     n = 0
     for shape in shapes:
         for dtype in dtypes or task.dtypes:
             launch = launcher_for(shape, dtype)
+            perturbed = None
+            if pert is not None:
+                def perturbed(inputs, shape=shape, dtype=dtype):
+                    pert.launch(lambda stream: launcher_for(shape, dtype, stream), inputs)
             for s in range(seeds + 1):
                 n += 1
-                rec = check_once(task, launch, sync, shape, dtype, base_seed + 7919 * n, special=(s == seeds))
+                rec = check_once(task, launch, sync, shape, dtype, base_seed + 7919 * n, special=(s == seeds),
+                                 launch_perturbed=perturbed)
                 records.append(rec)
                 if rec.reasons and stop_at_first:
                     return records
