@@ -12,12 +12,12 @@ import os
 import shutil
 import subprocess
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from triforge.astra.worker import Worker
+from triforge.core.parallel import pmap
 from triforge.core.rundir import write_json_atomic
 
 
@@ -78,8 +78,8 @@ _ENV_LOCK = threading.Lock()
 class PinnedWorker(Worker):
     """A lab worker that sees one GPU (restarts after a crash keep the pin)."""
 
-    def __init__(self, gpu: int | None, timeout: float) -> None:
-        super().__init__(timeout=timeout)
+    def __init__(self, gpu: int | None, timeout: float, **kw: Any) -> None:
+        super().__init__(timeout=timeout, **kw)
         self.gpu = gpu
 
     def start(self) -> None:
@@ -130,9 +130,9 @@ def run_job(job: EvalJob, worker: Any, run_dir: Path, timeout: float = 900) -> d
 class LocalPool:
     """One worker per visible GPU; a batch of jobs is spread over them."""
 
-    def __init__(self, gpus: int | None = None, timeout: float = 900) -> None:
+    def __init__(self, gpus: int | None = None, timeout: float = 900, **worker_kw: Any) -> None:
         n = visible_gpus() if gpus is None else gpus
-        self.workers = [PinnedWorker(i if n > 1 else None, timeout) for i in range(max(1, n))]
+        self.workers = [PinnedWorker(i if n > 1 else None, timeout, **worker_kw) for i in range(max(1, n))]
         self.timeout = timeout
 
     def evaluate(self, jobs: list[EvalJob], run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -150,8 +150,7 @@ class LocalPool:
                     free.append(w)
                     lock.notify()
 
-        with ThreadPoolExecutor(max_workers=len(self.workers)) as ex:
-            return dict(ex.map(one, jobs))
+        return dict(pmap(one, jobs, jobs=len(self.workers)))  # type: ignore[arg-type]
 
     def close(self) -> None:
         for w in self.workers:
