@@ -186,7 +186,7 @@ class Roles:
                          render("profiling.md.j2", seen))
 
     def planning(self, seen: Seen, analysis: str, k: int, name: str) -> list[Plan]:
-        def submit_plans(plans: list[dict[str, str]]) -> str:
+        def submit_plans(plans: list[dict[str, Any]]) -> str:
             """Hand in the ranked plans, best first.
 
             Args:
@@ -223,7 +223,7 @@ class Roles:
         added: list[dict[str, int]] = []
         task_name = seen.task.name
 
-        def submit_candidates(candidates: list[dict[str, str]]) -> str:
+        def submit_candidates(candidates: list[dict[str, Any]]) -> str:
             """Hand in up to K complete kernels, each with its plan.
 
             Args:
