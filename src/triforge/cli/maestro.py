@@ -145,3 +145,7 @@ def show(
 
 
 app.command("score")(score)
+
+from triforge.cli.maestro_optimize import register as _register_optimize  # noqa: E402  (optimize, compare)
+
+_register_optimize(app)

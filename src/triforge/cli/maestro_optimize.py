@@ -1,0 +1,191 @@
+"""`triforge maestro optimize` and `triforge maestro compare`: run optimizers on a benchmark's splits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from triforge.cli.common import BaseUrlOpt, KeyEnvOpt, ModelOpt, console
+from triforge.core.errors import UserError
+
+ProgramOpt = typer.Option(None, "--program", "-p", help="Seed name, a .json/.toml program, or module:function "
+                                                       "(default: the benchmark's seed).")
+BenchOpt = typer.Option(..., "--bench", "-b", help="hotpotqa, ifbench or cpbench.")
+ReflOpt = typer.Option(None, "--reflection-model", help="Alias of the reflection model (default: --model).")
+BudgetOpt = typer.Option(..., "--budget", min=1, help="Rollouts (one program run on one example), train + val.")
+CallsOpt = typer.Option(None, "--max-calls", min=1, help="LLM calls of every kind, checked before each call.")
+SeedOpt = typer.Option(0, "--seed", help="Seed of the search (splits stay the benchmark's).")
+DataOpt = typer.Option(None, "--data", help="Benchmark data (see `maestro run`).")
+CorpusOpt = typer.Option(None, "--corpus", help="HotpotQA abstracts as JSONL.")
+ModeOpt = typer.Option("strict", "--mode", help="IFBench scoring: strict or loose.")
+LimitsOpt = typer.Option(None, "--limits", help="TRAIN,VAL,TEST: use only the first N examples of each split.")
+MinibatchOpt = typer.Option(4, "--minibatch", min=1, help="Examples per paired minibatch comparison.")
+PatienceOpt = typer.Option(None, "--patience", min=1, help="Stop after N proposals without a better best.")
+WallOpt = typer.Option(None, "--max-wall-s", min=1.0, help="Stop the search after this many seconds.")
+ModelsOpt = typer.Option(None, "--module-models", help="Comma-separated aliases a module may be given (cost-aware).")
+ToolOpt = typer.Option(None, "--tool", help="module:function the graph step may add as a tool (repeatable).")
+ValidatorOpt = typer.Option(None, "--validator", help="module:function the graph step may add as a check (repeatable).")
+JobsOpt = typer.Option(8, "--jobs", min=1, help="Rollouts in parallel.")
+CacheOpt = typer.Option("rw", "--cache", help="Response cache in the run directory: off, rw or replay (rw resumes).")
+
+
+def _fn_doc(ref: str) -> str:
+    from triforge.maestro.executor import NodeError, resolve_fn
+
+    try:
+        fn = resolve_fn(ref)
+    except NodeError as e:
+        raise UserError(f"--tool/--validator {ref}: {e}") from None
+    return (fn.__doc__ or ref).strip().splitlines()[0]
+
+
+def _task(bench: str, program: str | None, data: str | None, corpus: str | None, mode: str, limits: str | None) -> Any:
+    from triforge.maestro.bench import open_benchmark
+    from triforge.maestro.optimize.runner import Task
+    from triforge.maestro.programs import load_program
+
+    b = open_benchmark(bench, data=data, corpus=corpus, mode=mode)
+    prog = b.seed_program() if program is None else load_program(program)
+    splits = [b.examples(s) for s in ("train", "val", "test")]
+    if limits:
+        try:
+            ns = [int(x) for x in limits.split(",")]
+            if len(ns) != 3 or min(ns) < 1:
+                raise ValueError
+        except ValueError:
+            raise UserError(f"--limits must be three positive numbers TRAIN,VAL,TEST, not {limits!r}") from None
+        splits = [s[:n] for s, n in zip(splits, ns, strict=True)]
+    return Task(bench, prog, *splits, metric=b.metric, retrievers=b.retrievers())
+
+
+def _settings(budget: int, max_calls: int | None, seed: int, minibatch: int, patience: int | None,
+              max_wall_s: float | None, module_models: str | None, tools: list[str] | None,
+              validators: list[str] | None, out: Path) -> Any:
+    from triforge.maestro.optimize.state import OptimizeSettings
+
+    return OptimizeSettings(budget=budget, max_calls=max_calls, seed=seed, minibatch=minibatch, patience=patience,
+                            max_wall_s=max_wall_s, stop_file=out / "STOP",
+                            models=[m.strip() for m in (module_models or "").split(",") if m.strip()],
+                            tools={t: _fn_doc(t) for t in tools or []},
+                            validators={v: _fn_doc(v) for v in validators or []})
+
+
+def _progress(budget: int) -> Any:
+    def show(prop: Any, st: Any) -> None:
+        sp = st.ledger.spent()
+        val = f" val {prop.val_score:.3f}" if prop.val_score is not None else ""
+        console.print(f"[{prop.index:>3}] {prop.step:<6} {prop.move:<11} {prop.module or '':<16} "
+                      f"{prop.verdict[:60]}{val} | rollouts {sp.search_rollouts}/{budget} calls {sp.total_calls} "
+                      f"best {st.pool.best().score:.3f}", highlight=False, soft_wrap=True)
+    return show
+
+
+def _run_one(optimizer: str, task: Any, model: str | None, base_url: str | None, api_key_env: str | None,
+             reflection_model: str | None, settings: Any, out: Path, cache: str, jobs: int) -> dict[str, Any]:
+    from triforge.cli.maestro import ModelPool
+    from triforge.core import context
+    from triforge.core.cache import ResponseCache
+    from triforge.core.llm import get_llm
+    from triforge.maestro.optimize.runner import optimize
+
+    if cache not in ("off", "rw", "replay"):
+        raise UserError(f"--cache must be off, rw or replay, not {cache!r}")
+    out.mkdir(parents=True, exist_ok=True)
+    pool = ModelPool(model, base_url, api_key_env)
+    reflection = get_llm(reflection_model, base_url=base_url, api_key_env=api_key_env) if reflection_model \
+        else pool.default
+    rc = ResponseCache(out / "cache.sqlite", cache) if cache != "off" else None
+    described = {"task": [pool.default.alias, pool.default.config.model, pool.default.config.base_url],
+                 "reflection": [reflection.alias, reflection.config.model, reflection.config.base_url]}
+    try:
+        with context.use(cache=rc, limits=context.EndpointLimits()):
+            return optimize(optimizer, task, pool, reflection, settings, out, describe_models=described, jobs=jobs,
+                            on_proposal=_progress(settings.budget))
+    finally:
+        if rc is not None:
+            rc.close()
+        pool.close()
+
+
+def _line(s: dict[str, Any]) -> str:
+    sp = s["spent"]
+    return (f"{s['optimizer']}: test {s['test_seed']:.3f} -> {s['test_best']:.3f}, val {s['best_val']:.3f}; rollouts "
+            f"train {sp['rollouts']['train']} / total {sp['search_rollouts']}; calls {sp['calls']['task']}+"
+            f"{sp['calls']['reflection']}; stop: {s['stop_reason']}")
+
+
+def optimize_cmd(
+    program: str = ProgramOpt, bench: str = BenchOpt, model: str = ModelOpt, base_url: str = BaseUrlOpt,
+    api_key_env: str = KeyEnvOpt, reflection_model: str = ReflOpt, budget: int = BudgetOpt,
+    max_calls: int = CallsOpt,
+    optimizer: str = typer.Option("maestro", "--optimizer", help="maestro, config-only, gepa or mipro."),
+    seed: int = SeedOpt, out: Path = typer.Option(..., "--out", help="Run directory (re-running resumes)."),
+    data: str = DataOpt, corpus: str = CorpusOpt, mode: str = ModeOpt, limits: str = LimitsOpt,
+    minibatch: int = MinibatchOpt, patience: int = PatienceOpt, max_wall_s: float = WallOpt,
+    module_models: str = ModelsOpt, tool: list[str] = ToolOpt, validator: list[str] = ValidatorOpt,
+    jobs: int = JobsOpt, cache: str = CacheOpt,
+) -> None:
+    """Optimize a program on a benchmark under one budget; writes the run directory (report.md, report.html, ...)."""
+    from triforge.maestro.optimize.runner import OPTIMIZERS
+
+    if optimizer not in OPTIMIZERS:
+        raise UserError(f"unknown optimizer {optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
+    task = _task(bench, program, data, corpus, mode, limits)
+    settings = _settings(budget, max_calls, seed, minibatch, patience, max_wall_s, module_models, tool, validator, out)
+    s = _run_one(optimizer, task, model, base_url, api_key_env, reflection_model, settings, out, cache, jobs)
+    console.print(_line(s), highlight=False, soft_wrap=True)
+    console.print(f"run directory: {out} (report.md, report.html, best_program.json, proposals.jsonl)")
+
+
+def compare_cmd(
+    optimizers: str = typer.Option("maestro,config-only,gepa,mipro", "--optimizers",
+                                   help="Comma-separated optimizers, run on the same splits, model, budget, seed."),
+    program: str = ProgramOpt, bench: str = BenchOpt, model: str = ModelOpt, base_url: str = BaseUrlOpt,
+    api_key_env: str = KeyEnvOpt, reflection_model: str = ReflOpt, budget: int = BudgetOpt,
+    max_calls: int = CallsOpt, seed: int = SeedOpt,
+    out: Path = typer.Option(..., "--out", help="Folder: one run directory per optimizer, and compare.md."),
+    data: str = DataOpt, corpus: str = CorpusOpt, mode: str = ModeOpt, limits: str = LimitsOpt,
+    minibatch: int = MinibatchOpt, patience: int = PatienceOpt, max_wall_s: float = WallOpt,
+    module_models: str = ModelsOpt, tool: list[str] = ToolOpt, validator: list[str] = ValidatorOpt,
+    jobs: int = JobsOpt, cache: str = CacheOpt,
+) -> None:
+    """Run several optimizers side by side and print one table."""
+    from triforge.core.rundir import write_json_atomic
+    from triforge.maestro.optimize.runner import OPTIMIZERS
+
+    names = [o.strip() for o in optimizers.split(",") if o.strip()]
+    bad = [o for o in names if o not in OPTIMIZERS]
+    if bad or not names:
+        raise UserError(f"unknown optimizer(s) {bad or optimizers!r}: use some of {', '.join(OPTIMIZERS)}")
+    task = _task(bench, program, data, corpus, mode, limits)
+    rows = []
+    for name in names:
+        console.print(f"[bold]{name}[/]")
+        settings = _settings(budget, max_calls, seed, minibatch, patience, max_wall_s, module_models, tool,
+                             validator, out / name)
+        rows.append(_run_one(name, task, model, base_url, api_key_env, reflection_model, settings, out / name,
+                             cache, jobs))
+    table = compare_table(rows)
+    (out / "compare.md").write_text(table, encoding="utf-8")
+    write_json_atomic(out / "compare.json", rows)
+    console.print(table, highlight=False, markup=False)
+
+
+def compare_table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| optimizer | test (seed -> best) | val | rollouts train / total | LLM calls | tokens in / out | USD | "
+             "wall s | stop |", "|---|---|---|---|---|---|---|---|---|"]
+    for s in rows:
+        sp = s["spent"]
+        lines.append(f"| {s['optimizer_label']} | {s['test_seed']:.3f} -> {s['test_best']:.3f} | {s['best_val']:.3f} | "
+                     f"{sp['rollouts']['train']} / {sp['search_rollouts']} | {sp['calls']['task'] + sp['calls']['reflection']}"
+                     f" | {sp['input_tokens']} / {sp['output_tokens']} | {sp['usd']:.4f} | {s['wall_s']:.1f} | "
+                     f"{s['stop_reason']} |")
+    return "\n".join(lines) + "\n"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("optimize")(optimize_cmd)
+    app.command("compare")(compare_cmd)
+
