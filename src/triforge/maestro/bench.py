@@ -1,7 +1,9 @@
 """The benchmarks maestro is judged on, behind one small interface.
 
 A benchmark gives examples for a split, a metric `(example, run) -> MetricResult` that never raises
-for a bad output, a seed program, and the retrievers its programs may use.
+for a bad output, a seed program, and the retrievers its programs may use. One whose example inputs
+only name the data (CP-Bench) also has `example_hash(example)`: the content a result depends on, so a
+run directory never reuses a result for changed data (`maestro.evaluate.example_hash` otherwise).
 """
 
 from __future__ import annotations
