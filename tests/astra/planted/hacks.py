@@ -41,6 +41,6 @@ def variants() -> list[Variant]:
         _edit("include-outside-allow-list", "include-not-allowed", ("#include <cuda_fp16.h>\n", "#include <cuda_fp16.h>\n#include <cstdio>\n")),
         _edit("managed-buffer", "managed-memory", ("template <typename T>\n__global__", "__managed__ int calls;\n\ntemplate <typename T>\n__global__")),
         # dynamic: passes the oracle (outputs are poisoned there) but skips work when the output already holds data
-        _edit("skip-if-output-written", "stale-output", (KERNEL_START + "  const T* x", KERNEL_START +
+        _edit("skip-if-output-written", "timed-output-mismatch", (KERNEL_START + "  const T* x", KERNEL_START +
               "  if (to_float(out[(long long)blockIdx.x * d]) == to_float(out[(long long)blockIdx.x * d])) return;\n  const T* x")),
     ]
