@@ -20,6 +20,14 @@ def _speedups(res: dict[str, Any] | None) -> str:
     return " / ".join(f"x{t['speedup']:.2f}" for t in res["timings"])
 
 
+def _roofline(res: dict[str, Any] | None) -> str:
+    """The first timing shape's time at copy bandwidth over its measured time."""
+    if not res or not res.get("timings") or not res.get("copy_gbs"):
+        return "-"
+    t = res["timings"][0]
+    return f"{t['min_bytes'] / (res['copy_gbs'] * 1e9) / (t['candidate_us'] * 1e-6):.0%}"
+
+
 def round_rows(results: dict[str, Any]) -> list[list[str]]:
     rows = []
     for cid, c in sorted(results["candidates"].items(), key=lambda kv: (str(kv[1].get("round")), kv[0])):
@@ -29,7 +37,7 @@ def round_rows(results: dict[str, Any]) -> list[list[str]]:
         d = c.get("decision") or {}
         verdict = res.get("verdict") or c.get("status", "")
         why = d.get("reason") or "; ".join(res.get("reasons", [])[:1]) or c.get("note", "")
-        rows.append([str(c.get("round")), cid, c.get("plan", {}).get("title", ""), verdict, _speedups(res),
+        rows.append([str(c.get("round")), cid, c.get("plan", {}).get("title", ""), verdict, _speedups(res), _roofline(res),
                      "accepted" if d.get("accepted") else ("start" if cid == "r0-start" else "rejected"), why[:200]])
     return rows
 
@@ -79,7 +87,8 @@ def _heldout_rows(final: dict[str, Any]) -> list[list[str]]:
             for r in final.get("heldout", [])]
 
 
-ROUND_HEAD = ["round", "candidate", "plan", "verdict", "speedup vs task baseline per timing shape", "decision", "why"]
+ROUND_HEAD = ["round", "candidate", "plan", "verdict", "speedup vs task baseline per timing shape",
+              "of copy roofline (first timing shape)", "decision", "why"]
 COMP_HEAD = ["shape", "comparator", "median us", "of copy roofline", "vs task baseline", "verified"]
 HELD_HEAD = ["held-out shape", "task baseline us", "start us", "winner us", "winner vs start", "winner of roofline"]
 
