@@ -361,3 +361,22 @@ def test_auto_submit_never_judges_a_call_by_an_earlier_cell_s_output(monkeypatch
     assert "tried to hand in this cell" in refused  # leans on the kernel: refused, and the run went on
     assert "RuntimeError: the sandbox failed" in broken and "tried to hand in" not in broken
     assert len(bound.fresh_checks) == 2 and res.submitted and res.output["auto"] is False
+
+
+def test_a_forgotten_cell_is_never_answered_with_a_stale_result():
+    """Issue 17 item 3 in the real kernel: the cell printed `x = 1` twice, then x became 2; its third send is
+    not run, and the model must not read `x = 1` as if it were that send's result."""
+    show = "print('x =', x)"
+    seen: list[str] = []
+
+    def look(msgs, tools):
+        seen.append(json.dumps(msgs))
+        return call("python_exec", code=show + "  # again, changed")
+
+    llm = ScriptedLLM([call("python_exec", code="x = 0 + 1"), call("python_exec", code=show),
+                       call("python_exec", code=show), call("python_exec", code="x = 0 + 2"),
+                       call("python_exec", code=show), look, call("submit", code=GOOD)])
+    res, _ = run_cpagent(llm, TASK, config=CPAgentConfig(small_model=AIDS))
+    assert res.submitted and res.policy["forgotten"] == 1
+    assert "x = 1" not in seen[0] and "not run" in seen[0]
+    assert tool_outputs(res)[-1].strip() == "x = 2"  # a changed cell runs, and shows the state as it is
