@@ -21,12 +21,12 @@ START = "r0-start"
 def final_check(opt: Optimizer, best: str) -> dict[str, Any]:
     items = []
     if best != START:
-        items.append((opt._job(f"final-{best}", opt._source(best), [], shapes="heldout", time_heldout=True, bench=True),
+        items.append((opt.job(f"final-{best}", opt.source_of(best), [], shapes="heldout", time_heldout=True, bench=True),
                       {"round": "final", "plan": {"title": f"final check of {best}"}, "parent": best}))
-    items.append((opt._job("final-start", opt._source(START), [], shapes="heldout", time_heldout=True,
+    items.append((opt.job("final-start", opt.source_of(START), [], shapes="heldout", time_heldout=True,
                            bench=best == START),
                   {"round": "final", "plan": {"title": "final check of the start kernel"}, "parent": START}))
-    opt._evaluate(items, reserve=0)
+    opt.evaluate_batch(items, reserve=0)
     win_id = f"final-{best}" if best != START else "final-start"
     win = opt.results.get(win_id)
     st = opt.results.get("final-start")

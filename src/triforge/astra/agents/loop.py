@@ -94,10 +94,10 @@ class Optimizer:
         self.results: dict[str, dict[str, Any]] = {}
 
     # --- evaluation ------------------------------------------------------------------------------------
-    def _job(self, cid: str, source: str, extra: list[dict[str, int]], **kw: Any) -> EvalJob:
+    def job(self, cid: str, source: str, extra: list[dict[str, int]], **kw: Any) -> EvalJob:
         return EvalJob(cid, self.s.task, source, extra_shapes=[dict(s) for s in extra], task_file=self.s.task_file, **kw)
 
-    def _evaluate(self, items: list[tuple[EvalJob, dict[str, Any]]], reserve: int = FINAL_RESERVE) -> None:
+    def evaluate_batch(self, items: list[tuple[EvalJob, dict[str, Any]]], reserve: int = FINAL_RESERVE) -> None:
         """Write, grant (ledger) and evaluate a batch; results land in self.results. Raises EvaluationPending."""
         todo, fresh = [], False
         for job, meta in items:
@@ -150,7 +150,7 @@ class Optimizer:
                 self.state.save()
 
     def _run(self, rounds: int) -> Outcome:
-        self._evaluate([(self._job(START, self.s.start_source, [], profile=self.s.profile),
+        self.evaluate_batch([(self.job(START, self.s.start_source, [], profile=self.s.profile),
                          {"round": 0, "plan": {"title": f"start kernel ({self.s.start_label})"}, "parent": None})],
                        reserve=0)
         start = CheckResult.from_dict(self.results[START])
@@ -169,7 +169,7 @@ class Optimizer:
                 stopped = "evaluation budget spent"
             if stopped:
                 break
-            seen = Seen(self.task, best, self._source(best), self.results[best], list(extra), list(history))
+            seen = Seen(self.task, best, self.source_of(best), self.results[best], list(extra), list(history))
             cands, stopped = self._propose(r, seen, extra)
             ids = self._evaluate_round(r, cands, extra, seen)
             decided = [(cid, decide(self.results[cid], self.results[best], best)) for cid in ids if cid in self.results]
@@ -223,9 +223,9 @@ class Optimizer:
     def _evaluate_round(self, r: int, cands: list[tuple[str, Plan, str, str | None]], extra: list[dict[str, int]],
                         seen: Seen) -> list[str]:
         ids = []
-        batch = [(self._job(cid, src, extra, profile=self.s.profile),
+        batch = [(self.job(cid, src, extra, profile=self.s.profile),
                   {"round": r, "plan": asdict(plan), "parent": parent}) for cid, plan, src, parent in cands]
-        self._evaluate(batch)
+        self.evaluate_batch(batch)
         ids += [cid for cid, *_ in cands]
         current = {cid: (plan, src) for cid, plan, src, _ in cands}
         for attempt in range(1, self.s.repairs + 1):
@@ -245,7 +245,7 @@ class Optimizer:
                     fixes.append((f"{base}-fix{attempt}", plan, new, cid))
             if not fixes:
                 break
-            self._evaluate([(self._job(fid, src, extra, profile=self.s.profile),
+            self.evaluate_batch([(self.job(fid, src, extra, profile=self.s.profile),
                              {"round": r, "plan": asdict(plan), "parent": parent}) for fid, plan, src, parent in fixes])
             ids += [fid for fid, *_ in fixes]
             current = {fid: (plan, src) for fid, plan, src, _ in fixes}
@@ -256,7 +256,7 @@ class Optimizer:
         return ids
 
     # --- helpers ---------------------------------------------------------------------------------------
-    def _source(self, cid: str) -> str:
+    def source_of(self, cid: str) -> str:
         return (self.run_dir / "candidates" / cid / "kernel.cu").read_text(encoding="utf-8")
 
     def _gain(self, cid: str) -> float:
