@@ -26,7 +26,8 @@ class LoopPolicy:
     * `format_error(error, comp, limit)`: the message for a malformed reply, or None for the loop's own.
     * `before_calls(messages, calls)`: False when the policy answered the step itself instead of running
       the calls (it may then edit `messages`, but must never report a result that was not observed).
-    * `observation(call, text)`: the tool result as the model reads it.
+    * `observation(call, text)`: the tool result as the model reads it (notes may be added; a result that
+      was not observed never is).
     * `after_step(messages, first)`: the step's messages are `messages[first:]`.
     * `counts()`: counters for the run's summary.
     """
