@@ -99,7 +99,7 @@ def scripted_models(n_rounds: int, k: int, sources: list[str] | None = None) -> 
         plans = [{"title": CANDIDATES[i % 4][0], "change": "as titled", "predicted_effect": CANDIDATES[i % 4][2]} for i in range(k)]
         planning += [call("submit_plans", plans=plans)]
         if sources is not None:
-            coding += [call("submit_kernel", source=sources[i % 4]) for i in range(k)]
+            coding += [call("submit_kernel", code=sources[i % 4]) for i in range(k)]
     if sources is None:
         coding = [coding_reply] * (n_rounds * k * 4)
     return {"testing": ScriptedLLM(testing), "profiling": ScriptedLLM(profiling), "planning": ScriptedLLM(planning),
@@ -115,7 +115,7 @@ def coding_reply(messages: list[dict[str, Any]], tools: Any) -> Any:
     prompt = str(messages[1]["content"])
     for title, source, _ in CANDIDATES:
         if f"Plan to carry out: {title}" in prompt:
-            return call("submit_kernel", source=source)
+            return call("submit_kernel", code=source)
     return "no kernel for this plan"
 
 

@@ -101,7 +101,7 @@ def test_bad_options(tmp_path, capsys, no_models, args, message):
 def test_evaluate_later_exits_3_with_the_command_then_evaluate_and_resume(tmp_path, capsys, monkeypatch):
     run = tmp_path / "run"
     scripts = iter([models([], testing=[], profiling=[], planning=[]),
-                    models([call("submit_kernel", source=kernel("correct x1.2"))], planning=[plans(1)]),
+                    models([call("submit_kernel", code=kernel("correct x1.2"))], planning=[plans(1)]),
                     models([], testing=[], profiling=[], planning=[]),
                     models([], testing=[], profiling=[], planning=[])])
 
@@ -134,7 +134,7 @@ def test_a_users_task_file_runs_end_to_end(tmp_path, capsys, monkeypatch):
 
     @contextlib.contextmanager
     def scripted(roles, *a, **k):
-        ms = models([call("submit_kernel", source="// FAKE correct x1.5\n" + MY_BASE)], planning=[plans(1)])
+        ms = models([call("submit_kernel", code="// FAKE correct x1.5\n" + MY_BASE)], planning=[plans(1)])
         yield ms, {r: "scripted" for r in ms}
 
     monkeypatch.setattr(astra_optimize, "open_models", scripted)
@@ -159,7 +159,7 @@ def test_optimize_against_an_openai_compatible_endpoint_on_loopback(tmp_path, ca
         {"tool_calls": [{"name": "submit_analysis", "arguments": {"analysis": "memory bound"}}]},
         {"tool_calls": [{"name": "submit_plans", "arguments": {"plans": [
             {"title": "vectorize", "change": "uint4 loads", "predicted_effect": "x1.5"}]}}]},
-        {"tool_calls": [{"name": "submit_kernel", "arguments": {"source": kernel("correct x1.5")}}]},
+        {"tool_calls": [{"name": "submit_kernel", "arguments": {"code": kernel("correct x1.5")}}]},
     ]
     lab = FakeLab()
     monkeypatch.setattr(astra_optimize, "make_evaluator", lambda later, gpus: lab)

@@ -93,7 +93,7 @@ def results(run: Path) -> dict:
 
 
 def test_round_accepts_only_the_correct_faster_candidate(tmp_path):
-    coding = [call("submit_kernel", source=kernel(m)) for m in
+    coding = [call("submit_kernel", code=kernel(m)) for m in
               ("correct x1.30", "incorrect", "hack", "correct x1.001", "crash")]
     ms = models(coding)
     lab = FakeLab()
@@ -129,8 +129,8 @@ def test_round_accepts_only_the_correct_faster_candidate(tmp_path):
 
 def test_the_coding_agent_is_told_a_static_hack_and_the_lab_reasons_for_a_repair(tmp_path):
     hack = BASE.replace("const long long token", "long long t0 = clock64();\n  const long long token")
-    coding = [call("submit_kernel", source=hack), call("submit_kernel", source=kernel("incorrect")),
-              call("submit_kernel", source=kernel("correct x1.2"))]
+    coding = [call("submit_kernel", code=hack), call("submit_kernel", code=kernel("incorrect")),
+              call("submit_kernel", code=kernel("correct x1.2"))]
     ms = models(coding, planning=[plans(1)])
     out = Optimizer(settings(candidates=1, repairs=1), ms, FakeLab(), tmp_path).run()
     assert out.best_id == "r1-k0-fix1"
@@ -142,14 +142,14 @@ def test_the_coding_agent_is_told_a_static_hack_and_the_lab_reasons_for_a_repair
 
 
 def test_a_winner_slower_than_the_start_on_a_heldout_shape_is_reported(tmp_path):
-    coding = [call("submit_kernel", source=kernel("correct x1.3") + "// heldout_x0.9\n")]
+    coding = [call("submit_kernel", code=kernel("correct x1.3") + "// heldout_x0.9\n")]
     Optimizer(settings(candidates=1), models(coding, planning=[plans(1)]), FakeLab(), tmp_path).run()
     final = results(tmp_path)["final"]
     assert final["slower_than_start_on"] and any("slower than the start" in n for n in final["notes"])
 
 
 def test_llm_call_budget_stops_without_overshoot(tmp_path):
-    coding = [call("submit_kernel", source=kernel("correct x1.3"))]
+    coding = [call("submit_kernel", code=kernel("correct x1.3"))]
     ms = models(coding, planning=[plans(1)])
     out = Optimizer(settings(candidates=1, rounds=3), ms, FakeLab(), tmp_path, LedgerLimits(max_calls=2)).run()
     assert out.stopped and "calls" in out.stopped
@@ -159,7 +159,7 @@ def test_llm_call_budget_stops_without_overshoot(tmp_path):
 
 
 def test_evaluation_budget_cuts_the_batch_and_keeps_the_final_check(tmp_path):
-    coding = [call("submit_kernel", source=kernel(f"correct x1.{i + 1}")) for i in range(5)]
+    coding = [call("submit_kernel", code=kernel(f"correct x1.{i + 1}")) for i in range(5)]
     lab = FakeLab()
     out = Optimizer(settings(), models(coding), lab, tmp_path, LedgerLimits(max_evaluations=4)).run()
     assert len(lab.calls) == 4  # start, one candidate, the final check of the winner and of the start
@@ -177,12 +177,12 @@ def test_resume_after_a_kill_asks_no_model_twice_and_evaluates_nothing_twice(tmp
     def die(messages, tools):
         raise Killed()
 
-    first = models([call("submit_kernel", source=kernel("correct x1.1")), die], planning=[plans(2)])
+    first = models([call("submit_kernel", code=kernel("correct x1.1")), die], planning=[plans(2)])
     lab = FakeLab()
     with pytest.raises(Killed):
         Optimizer(settings(candidates=2), first, lab, tmp_path).run()
     assert lab.calls == ["r0-start"]
-    again = models([call("submit_kernel", source=kernel("correct x1.4"))], testing=[], profiling=[], planning=[])
+    again = models([call("submit_kernel", code=kernel("correct x1.4"))], testing=[], profiling=[], planning=[])
     lab2 = FakeLab()
     out = Optimizer(settings(candidates=2), again, lab2, tmp_path).run()
     assert "r0-start" not in lab2.calls and out.best_id == "r1-k1"
@@ -191,7 +191,7 @@ def test_resume_after_a_kill_asks_no_model_twice_and_evaluates_nothing_twice(tmp
 
 
 def test_a_different_run_in_the_same_directory_is_refused(tmp_path):
-    Optimizer(settings(candidates=1), models([call("submit_kernel", source=kernel("x"))], planning=[plans(1)]),
+    Optimizer(settings(candidates=1), models([call("submit_kernel", code=kernel("x"))], planning=[plans(1)]),
               FakeLab(), tmp_path).run()
     from triforge.core.errors import UserError
 
@@ -208,7 +208,7 @@ def test_evaluate_later_round_trip(tmp_path):
     assert (tmp_path / "candidates" / "r0-start" / "kernel.cu").read_text() == BASE
     assert [j.id for j in waiting_jobs(tmp_path)] == ["r0-start"]
     assert evaluate_waiting(tmp_path, FakeLab()) == 1
-    ms = models([call("submit_kernel", source=kernel("correct x1.2")), call("submit_kernel", source=kernel("incorrect"))])
+    ms = models([call("submit_kernel", code=kernel("correct x1.2")), call("submit_kernel", code=kernel("incorrect"))])
     out = run(ms)
     assert out.status == "waiting" and out.waiting == ["r1-k0", "r1-k1"]
     assert evaluate_waiting(tmp_path, FakeLab()) == 2
@@ -240,7 +240,7 @@ def test_usd_budget_stops_the_run_and_is_charged_once_across_a_resume(tmp_path):
 
     ms = {"testing": priced([call("finish_tests", summary="none")]),
           "profiling": priced([call("submit_analysis", analysis="x")]),
-          "planning": priced([plans(1)]), "coding": priced([call("submit_kernel", source=kernel("correct x1.3"))])}
+          "planning": priced([plans(1)]), "coding": priced([call("submit_kernel", code=kernel("correct x1.3"))])}
     limits = LedgerLimits(max_usd=25.0)
     out = Optimizer(settings(candidates=1, rounds=2), ms, FakeLab(), tmp_path, limits).run()
     assert out.stopped and "USD" in out.stopped
@@ -258,7 +258,7 @@ def test_a_kill_during_evaluation_re_evaluates_without_charging_twice(tmp_path):
                 raise Killed()
             return super().evaluate(jobs, run_dir)
 
-    coding = [call("submit_kernel", source=kernel("correct x1.3"))]
+    coding = [call("submit_kernel", code=kernel("correct x1.3"))]
     with pytest.raises(Killed):
         Optimizer(settings(candidates=1), models(coding, planning=[plans(1)]), DiesOnce(), tmp_path,
                   LedgerLimits(max_evaluations=4)).run()
@@ -276,7 +276,7 @@ def test_a_spent_model_budget_still_lets_a_deferred_round_finish(tmp_path):
     empty = lambda: models([], testing=[], profiling=[], planning=[])  # noqa: E731
     run(empty(), Deferred())
     evaluate_waiting(tmp_path, FakeLab())
-    out = run(models([call("submit_kernel", source=kernel("correct x1.3"))], testing=[call("finish_tests")],
+    out = run(models([call("submit_kernel", code=kernel("correct x1.3"))], testing=[call("finish_tests")],
                      planning=[plans(1)], profiling=[call("submit_analysis", analysis="x")]), Deferred())
     assert out.waiting == ["r1-k0"]
     evaluate_waiting(tmp_path, FakeLab())
@@ -285,3 +285,16 @@ def test_a_spent_model_budget_still_lets_a_deferred_round_finish(tmp_path):
     evaluate_waiting(tmp_path, FakeLab())
     out = run(empty(), Deferred())
     assert out.status == "done" and out.best_id == "r1-k0" and "calls" in out.stopped
+
+
+def test_a_model_without_native_tools_hands_in_a_kernel_as_a_fenced_block(tmp_path):
+    """Small local models write code in fences far more reliably than inside JSON."""
+    fence = "```"
+    reply = f"Here is the kernel.\n{fence}submit_kernel\n{kernel('correct x1.4')}{fence}\n"
+    ms = models([], planning=[plans(1)])
+    ms["coding"] = ScriptedLLM([reply], native_tools=False)
+    out = Optimizer(settings(candidates=1), ms, FakeLab(), tmp_path).run()
+    assert out.best_id == "r1-k0"
+    prompt = ms["coding"].requests[0]["messages"][1]["content"]
+    assert "fenced as ```submit_kernel" in prompt
+    assert (tmp_path / "candidates" / "r1-k0" / "kernel.cu").read_text().startswith("// FAKE correct x1.4")

@@ -143,13 +143,13 @@ class Roles:
     def _precheck_tool(self, seen: Seen) -> Any:
         name = seen.task.name
 
-        def precheck_kernel(source: str) -> str:
+        def precheck_kernel(code: str) -> str:
             """Check a kernel's interface, launch lines and the static anti-hack rules (no GPU, no timing).
 
             Args:
-                source: the complete .cu file.
+                code: the complete .cu file.
             """
-            bad = precheck(name, source)
+            bad = precheck(name, code)
             return "passes the interface and static checks" if bad is None else f"{bad['verdict']}: {'; '.join(bad['reasons'])}"
 
         return Tool.from_function(precheck_kernel, name="precheck")
@@ -205,18 +205,21 @@ class Roles:
                reasons: list[str] | None = None) -> str | None:
         task_name = seen.task.name
 
-        def submit_kernel(source: str) -> str:
+        def submit_kernel(code: str) -> str:
             """Hand in the complete candidate kernel (it must pass precheck).
 
             Args:
-                source: the complete .cu file.
+                code: the complete .cu file.
             """
-            bad = precheck(task_name, source)
+            bad = precheck(task_name, code)
             if bad is not None:
                 raise FormatError(f"not handed in: {bad['verdict']}: {'; '.join(bad['reasons'])}")
-            raise Submitted(source)
+            raise Submitted(code)
 
-        text = render("coding.md.j2", seen, plan=plan, previous=previous, verdict=verdict, reasons=reasons or [])
+        # without native tool calls a kernel is handed in as a fenced block (```submit_kernel): no JSON escaping
+        fenced = not getattr(self.models["coding"].config, "native_tools", True)
+        text = render("coding.md.j2", seen, plan=plan, previous=previous, verdict=verdict, reasons=reasons or [],
+                      fenced=fenced)
         return self._run("coding", name, [self._precheck_tool(seen), submit_kernel], text)
 
     def single(self, seen: Seen, k: int, name: str) -> tuple[list[dict[str, int]], list[tuple[Plan, str]]]:
