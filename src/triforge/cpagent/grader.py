@@ -123,11 +123,12 @@ def _harness(mode: str, job: dict[str, Any], budget: float, python: str = sys.ex
     return out, why
 
 
-def _static_errors(problem: Problem, solution: dict[str, Any], template: dict[str, Any] | None) -> list[str]:
+def _static_errors(problem: Problem, solution: dict[str, Any], template: dict[str, Any] | None,
+                   exact_lengths: bool = True) -> list[str]:
     errs = key_errors(solution, problem.output_keys)
     if errs or template is None:
         return errs
-    return [e for k in problem.output_keys for e in shape_errors(solution[k], template[k], k)][:5]
+    return [e for k in problem.output_keys for e in shape_errors(solution[k], template[k], k, exact_lengths)][:5]
 
 
 def _normalized(problem: Problem, solution: dict[str, Any], template: dict[str, Any], relax: bool,
@@ -244,7 +245,8 @@ def grade_solutions(
         raise ValueError("one solver per solution")
     cache = cache if cache is not None else RefCache()
     ref = reference or cache.get(problem, instance)
-    if ref is None and run_reference and (problem.is_optimization or not _static_plan(problem, instance, relax)):
+    static = _static_plan(problem, instance, relax)  # else list lengths are judged by the probing check
+    if ref is None and run_reference and (problem.is_optimization or not static):
         # An optimum needs the reference; so do shapes that cannot be read off the model's expressions.
         ref = reference_for(problem, instance, cache)
     verdicts = [Verdict(problem.id, instance, "incorrect", solution=s, solver=sv)
@@ -271,7 +273,7 @@ def grade_solutions(
             v.reasons = ["the solution is not a JSON object"]
             continue
         values, relied = _normalized(problem, v.solution, template, relax, strict_types)
-        if errs := _static_errors(problem, values, template):
+        if errs := _static_errors(problem, values, template, exact_lengths=static):
             v.reasons = errs
             continue
         if relied:

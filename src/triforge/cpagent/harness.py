@@ -118,7 +118,7 @@ def _fixing(cp: Any, np: Any, expr: Any, value: Any) -> tuple[list[Any], str | N
 
 def _build(prefix: str, model_name: str, key_exprs: dict[str, str]) -> tuple[Any, dict[str, Any]]:
     import cpmpy as cp
-    from harness_probe import record_lines
+    from harness_explain import record_lines
 
     record_lines(cp)  # names a violated constraint by its line
     ns: dict[str, Any] = {"__name__": "__main__"}
@@ -193,9 +193,9 @@ def _check_one(cp: Any, np: Any, model: Any, exprs: dict[str, Any], values: dict
     # Without a known optimum, the best completion of the fixed keys is what must be proven optimal.
     out: dict[str, Any] = {"status": solve(base, objective_too=objective is not None and optimum is None)}
     if out["status"] == "UNSATISFIABLE":
-        from harness_probe import explain_unsat
+        from harness_explain import explain_unsat
 
-        out["reason"] = explain_unsat(cp, model, fix, solver, limit)
+        out["reason"] = explain_unsat(cp, model, fix, solver, limit, job.get("prefix", ""))
     if out["status"] in ("FEASIBLE", "OPTIMAL") and objective is not None:
         out["objective"] = _plain(objective.value())
         if optimum is not None and out["objective"] != optimum:

@@ -25,11 +25,27 @@ import signal
 import sys
 import tempfile
 import time
-from fractions import Fraction
 from typing import Any
 
+from harness_explain import explain_unsat, record_lines  # beside this file, like the harness
+from probe_reading import (
+    fixing,
+    flatten,
+    index_lists,
+    is_array,
+    leaves,
+    parse_printed,
+    plain,
+    random_value,
+    read_leaves,
+    same,
+    sequences,
+    structures,
+)
+
 REF_FILE = "<reference>"
-N_PROBES = 24
+N_PROBES = 24  # at most; the first N_FIRST suffice where they read every printed leaf
+N_FIRST = 8
 N_DETERMINE = 8
 _SAT = ("FEASIBLE", "OPTIMAL")
 
@@ -45,107 +61,14 @@ class _Resume(BaseException):  # noqa: N818
         self.value = value
 
 
+def _complete(plan: dict[tuple, tuple], output: dict[str, Any]) -> bool:
+    """Whether every leaf of `output` is read by `plan` (directly, or inside a list of positions)."""
+    lists = [p for p, e in plan.items() if e[0] == "idx"]
+    return all(path in plan or any(path[: len(p)] == p for p in lists) for path, _ in leaves(output))
+
+
 def _status_name(status: Any) -> str:
     return getattr(getattr(status, "exitstatus", None), "name", "UNKNOWN")
-
-
-def _ref_line() -> int | None:
-    f = sys._getframe(1)
-    while f is not None:
-        if f.f_code.co_filename == REF_FILE:
-            return f.f_lineno
-        f = f.f_back
-    return None
-
-
-def record_lines(cp: Any) -> None:
-    """Remember the reference line that added each top-level constraint (for naming a violated one)."""
-    original = cp.Model.add
-    if getattr(original, "_triforge", False):
-        return
-
-    def add(self: Any, con: Any) -> Any:
-        n = len(self.constraints)
-        ret = original(self, con)
-        if len(self.constraints) > n:
-            lines = self.__dict__.setdefault("_triforge_lines", {})
-            lines[len(self.constraints) - 1] = _ref_line()
-        return ret
-
-    add._triforge = True  # type: ignore[attr-defined]
-    cp.Model.add = add
-
-
-def explain_unsat(cp: Any, model: Any, fix: list[Any], solver: str, limit: float | None) -> str:
-    """The first top-level constraint of `model` that the fixed values contradict: the shortest prefix of the
-    model's constraints that is unsatisfiable together with `fix` (binary search), named by its source line."""
-    cons = list(model.constraints)
-    per = min(limit or 5.0, 5.0)
-
-    def unsat(k: int) -> bool | None:
-        s = cp.SolverLookup.get(solver, cp.Model(cons[:k] + fix))
-        s.solve(time_limit=per)
-        name = _status_name(s.status())
-        return True if name == "UNSATISFIABLE" else False if name in _SAT else None
-
-    try:
-        if unsat(0) is not False:
-            return "the values violate the problem's constraints (each value is out of its variable's range)"
-        lo, hi = 0, len(cons)  # cons[:lo] satisfiable, cons[:hi] not
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            r = unsat(mid)
-            if r is None:
-                return "the values violate the problem's constraints"
-            lo, hi = (lo, mid) if r else (mid, hi)
-    except Exception:  # noqa: BLE001 - the explanation is a courtesy; the verdict stands without it
-        return "the values violate the problem's constraints"
-    line = model.__dict__.get("_triforge_lines", {}).get(hi - 1)
-    text = str(cons[hi - 1])
-    text = text if len(text) <= 160 else text[:157] + "..."
-    where = f"constraint {hi} of {len(cons)}" + (f" (added at line {line} of the reference)" if line else "")
-    return f"the values violate the problem's constraints: first violated is {where}: {text}"
-
-
-def _plain(v: Any) -> Any:
-    return v.item() if hasattr(v, "item") else v
-
-
-def _num(v: Any) -> Fraction | None:
-    v = _plain(v)
-    if isinstance(v, bool):
-        return Fraction(int(v))
-    if isinstance(v, int):
-        return Fraction(v)
-    if isinstance(v, float) and v == v and abs(v) != float("inf"):
-        return Fraction(v)
-    return None
-
-
-def _leaves(value: Any, path: tuple = ()) -> list[tuple[tuple, Any]]:
-    if isinstance(value, dict):
-        return [leaf for k, v in value.items() for leaf in _leaves(v, (*path, k))]
-    if isinstance(value, list):
-        return [leaf for i, v in enumerate(value) for leaf in _leaves(v, (*path, i))]
-    return [(path, value)]
-
-
-def _parse(stdout: str) -> dict[str, Any] | None:
-    text = stdout.strip()
-    for cand in (text, *reversed(text.splitlines())):
-        with contextlib.suppress(ValueError):
-            obj = json.loads(cand)
-            if isinstance(obj, dict):
-                return obj
-    return None
-
-
-def _canon(vec: list[Fraction]) -> tuple[tuple[Fraction, ...], Fraction, Fraction] | None:
-    """`vec` up to an affine map: (shape, first value, first non-zero step); None when constant."""
-    d = next((x - vec[0] for x in vec if x != vec[0]), None)
-    if d is None:
-        return None
-    return tuple((x - vec[0]) / d for x in vec), vec[0], d
 
 
 class Probe:
@@ -156,6 +79,7 @@ class Probe:
         self.fired = False
         self.child: dict[str, Any] | None = None  # set in a forked child: what to report at the end
         self.result: dict[str, Any] = {}
+        self.structure: dict[str, frozenset] = {}  # key -> leaf paths, for keys laid out alike on every probe
 
     # --- interception -------------------------------------------------------------------------------------
     def install(self, cp: Any) -> None:
@@ -177,8 +101,9 @@ class Probe:
 
             cls.solve = solve
 
-    def _variables(self, cp: Any, obj: Any) -> tuple[list[Any], list[tuple[str, Any]]]:
-        """The model's variables (in a fixed order) and named non-variable expressions held by the program."""
+    def _variables(self, cp: Any, obj: Any) -> tuple[list[Any], list[tuple[str, Any]], list[list[Any]]]:
+        """The model's variables (in a fixed order), named non-variable expressions held by the program, and
+        its one-dimensional sequences of expressions (arrays, and the rows of two-dimensional ones)."""
         from cpmpy.expressions.core import Expression
         from cpmpy.expressions.variables import _NumVarImpl
         from cpmpy.transformations.get_variables import get_variables, get_variables_model
@@ -189,6 +114,7 @@ class Probe:
             variables = sorted(getattr(obj, "user_vars", ()), key=str)
         seen = {id(v) for v in variables}
         exprs: list[tuple[str, Any]] = []
+        arrays: list[list[Any]] = []
         if isinstance(obj, cp.Model) and obj.objective_ is not None:
             exprs.append(("the objective", obj.objective_))
         f = sys._getframe(2)
@@ -196,12 +122,14 @@ class Probe:
             if f.f_code.co_filename == REF_FILE:
                 for name, val in list(f.f_locals.items()):
                     items = [(name, val)]
-                    if isinstance(val, (list, tuple)) or _is_array(val):
+                    if isinstance(val, (list, tuple)) or is_array(val):
                         try:
-                            flat = list(_flatten(val))
+                            flat = list(flatten(val))
                         except Exception:  # noqa: BLE001 - an odd container is not a candidate
                             flat = []
                         items = [(f"{name}[{i}]", x) for i, x in enumerate(flat[:2000])]
+                        if len(arrays) < 500:
+                            arrays += sequences(val, Expression)
                     for label, x in items:
                         if isinstance(x, _NumVarImpl):
                             if id(x) not in seen:
@@ -214,32 +142,42 @@ class Probe:
                                     seen.add(id(v))
                                     variables.append(v)
             f = f.f_back
-        return variables, exprs
+        return variables, exprs, arrays
 
     def on_solve(self, cp: Any, obj: Any, original: Any, args: tuple, kwargs: dict) -> Any:
         if (worse := self.job.get("worse_than")) is not None:  # a sub-optimal solution, printed by the program
             objective = obj.objective_
             obj += objective > worse if obj.objective_is_min else objective < worse
             return original(obj, *args, **kwargs)
-        variables, exprs = self._variables(cp, obj)
+        variables, exprs, arrays = self._variables(cp, obj)
         rng = random.Random(1234)
-        probes = [[_random_value(v, rng) for v in variables] for _ in range(N_PROBES)]
+        probes: list[list[Any]] = []
         outputs: list[dict[str, Any] | None] = []
         errors: list[str] = []
-        for assignment in probes:
-            rep = self._fork(lambda a=assignment: self._enter_probe(cp, obj, variables, a), 5.0)
-            out = _parse(rep.get("stdout", "")) if rep.get("done") else None
-            if out is None:
-                errors.append(rep.get("error") or "no JSON object printed")
-            outputs.append(out)
-        ok = [i for i, o in enumerate(outputs) if o is not None]
+        for n in (N_FIRST, N_PROBES - N_FIRST):  # more probes only where the first ones leave leaves unread
+            for _ in range(n):
+                assignment = [random_value(v, rng) for v in variables]
+                rep = self._fork(lambda a=assignment: self._enter_probe(cp, obj, variables, a), 5.0)
+                out = parse_printed(rep.get("stdout", "")) if rep.get("done") else None
+                if out is None:
+                    errors.append(rep.get("error") or "no JSON object printed")
+                probes.append(assignment)
+                outputs.append(out)
+            ok = [i for i, o in enumerate(outputs) if o is not None]
+            if len(ok) < 4:
+                continue
+            kept = [outputs[i] for i in ok]
+            plan = read_leaves(variables, exprs, [probes[i] for i in ok], kept)  # type: ignore[arg-type]
+            plan.update(index_lists(variables, arrays, [probes[i] for i in ok], kept, plan))  # type: ignore[arg-type]
+            if _complete(plan, kept[0]):  # type: ignore[arg-type]
+                break
         self.result["probes"] = {"run": len(probes), "printed": len(ok)}
         if len(ok) < 4:
             self.result["error"] = (f"the reference's output could not be read: {len(probes) - len(ok)} of "
                                     f"{len(probes)} probes printed no JSON object ({errors[-1][:200]})")
             raise _Stop
-        self.result["sample"] = outputs[ok[0]]
-        plan = self._plan(variables, exprs, [probes[i] for i in ok], [outputs[i] for i in ok])  # type: ignore[misc]
+        self.result["sample"] = kept[0]
+        self.structure = structures(kept)  # type: ignore[arg-type]
         self.result["mapped"] = sorted({str(p[0]) for p, _ in plan.items()})
         results = []
         for cand in self.job.get("candidates", []):
@@ -254,90 +192,15 @@ class Probe:
         _set_status(obj, "OPTIMAL")
         return True
 
-    def _plan(self, variables: list[Any], exprs: list[tuple[str, Any]], probes: list[list[Any]],
-              outputs: list[dict[str, Any]]) -> dict[tuple, tuple]:
-        """Leaf path -> ("const", value) | ("lin", expression, a, b) for the leaves that can be read."""
-        columns: list[tuple[Any, bool, list[Fraction]]] = []  # (expression, is a variable, values per probe)
-        for j, v in enumerate(variables):
-            columns.append((v, True, [Fraction(int(p[j])) for p in probes]))
-        for _, e in exprs:
-            vec: list[Fraction] = []
-            for p in probes:
-                for v, x in zip(variables, p, strict=True):
-                    v._value = x
-                try:
-                    n = _num(e.value())
-                except Exception:  # noqa: BLE001 - an expression undefined on a random assignment
-                    n = None
-                if n is None:
-                    break
-                vec.append(n)
-            if len(vec) == len(probes):
-                columns.append((e, False, vec))
-        for v in variables:
-            v._value = None
-        exact: dict[tuple, list[int]] = {}
-        affine: dict[tuple, list[int]] = {}
-        for i, (_, _, vec) in enumerate(columns):
-            exact.setdefault(tuple(vec), []).append(i)
-            if (c := _canon(vec)) is not None:
-                affine.setdefault(c[0], []).append(i)
-        leaf_sets = [dict(_leaves(o)) for o in outputs]
-        plan: dict[tuple, tuple] = {}
-        for path, first in leaf_sets[0].items():
-            if not all(path in ls for ls in leaf_sets):
-                continue
-            raw = [ls[path] for ls in leaf_sets]
-            nums = [_num(x) for x in raw]
-            if all(x == raw[0] and type(x) is type(raw[0]) for x in raw):
-                plan[path] = ("const", first)
-                continue
-            if any(n is None for n in nums):
-                continue
-            if (best := _pick(exact.get(tuple(nums), []), columns)) is not None:  # type: ignore[arg-type]
-                plan[path] = ("lin", columns[best][0], Fraction(1), Fraction(0))
-                continue
-            c = _canon(nums)  # type: ignore[arg-type]
-            if c is None or (best := _pick(affine.get(c[0], []), columns)) is None:
-                continue
-            cvec = columns[best][2]
-            cc = _canon(cvec)
-            a = c[2] / cc[2]  # type: ignore[index]
-            plan[path] = ("lin", columns[best][0], a, c[1] - a * cc[1])  # type: ignore[index]
-        return plan
 
     # --- checking -------------------------------------------------------------------------------------------
     def _check(self, cp: Any, obj: Any, original: Any, variables: list[Any], plan: dict[tuple, tuple],
                cand: dict[str, Any]) -> dict[str, Any]:
         values = cand["values"]
-        fix: list[Any] = []
-        fixed_vars: set[int] = set()
-        unread: set[str] = set()
-        from cpmpy.transformations.get_variables import get_variables
-
-        for path, leaf in _leaves(values):
-            entry = plan.get(path)
-            if entry is None:
-                unread.add(str(path[0]))
-                continue
-            if entry[0] == "const":
-                if not _same(leaf, entry[1]):
-                    return {"status": "UNSATISFIABLE", "reason": f"key {_name(path)!r}: {leaf!r} where the program "
-                            f"always prints {entry[1]!r}"}
-                continue
-            _, e, a, b = entry
-            n = _num(leaf)
-            target = None if n is None else (n - b) / a
-            if target is None or target.denominator != 1:
-                return {"status": "UNSATISFIABLE", "reason": f"key {_name(path)!r}: the program cannot print {leaf!r} "
-                        "there"}
-            t = int(target)
-            lb, ub = e.get_bounds()
-            if not lb <= t <= ub:
-                return {"status": "UNSATISFIABLE", "reason": f"key {_name(path)!r}: value {leaf!r} outside the "
-                        "model's range"}
-            fix.append(e == t)
-            fixed_vars.update(id(v) for v in get_variables(e))
+        read = fixing(plan, self.structure, values)
+        if isinstance(read, str):
+            return {"status": "UNSATISFIABLE", "reason": read}
+        fix, fixed_vars, unread = read
         free = [v for v in variables if id(v) not in fixed_vars] if unread else []
         limit = self.job.get("time_limit")
         rep = self._fork(lambda: self._enter_check(cp, obj, original, fix, cand["solver"], free), _budget(limit))
@@ -348,16 +211,16 @@ class Probe:
             out["unread"] = sorted(unread)
         if out.get("status") not in _SAT or rep.get("not_optimal"):
             return out
-        printed = _parse(rep.get("stdout", ""))
+        printed = parse_printed(rep.get("stdout", ""))
         if printed is None:
             return {"status": "CHECK_ERROR", "reason": "the reference printed no JSON object for the solution found "
                     f"with these values ({rep.get('error') or 'no output'})"}
         for key in values:
-            if _same(printed.get(key), values[key]):
+            if same(printed.get(key), values[key]):
                 continue
             if key in unread:
-                variants = [_parse(s) for s in rep.get("variants", [])]
-                if variants and all(v is not None and _same(v.get(key), printed.get(key)) for v in variants):
+                variants = [parse_printed(s) for s in rep.get("variants", [])]
+                if variants and all(v is not None and same(v.get(key), printed.get(key)) for v in variants):
                     return {"status": "UNSATISFIABLE", "reason": f"key {key!r}: with the other keys' values the "
                             f"program prints {json.dumps(printed.get(key))[:80]} there"}
                 return {"status": "CHECK_ERROR", "reason": f"key {key!r}: cannot tell which model expression the "
@@ -376,7 +239,7 @@ class Probe:
             ok = original(obj, time_limit=limit) if limit else original(obj)
             rep["status"] = _status_name(obj.status())
             if ok and obj.has_objective():
-                rep["objective"] = _plain(obj.objective_value())
+                rep["objective"] = plain(obj.objective_value())
             return self._after(obj, ok, free)
         cons = list(obj.constraints) + fix
         objective = obj.objective_
@@ -397,7 +260,7 @@ class Probe:
                 status = solve([], with_objective=True)
                 if status in _SAT:
                     rep["not_optimal"] = True
-                    rep["objective"] = _plain(objective.value())
+                    rep["objective"] = plain(objective.value())
         else:
             status = solve([], with_objective=True)
             if status in _SAT:
@@ -408,16 +271,16 @@ class Probe:
                 s.solve(time_limit=limit) if limit else s.solve()
                 rep["better"] = _status_name(s.status())
                 if rep["better"] in _SAT:
-                    rep["better_objective"] = _plain(objective.value())
+                    rep["better_objective"] = plain(objective.value())
                 for v, x in saved:
                     v._value = x
         rep["status"] = status
         if status == "UNSATISFIABLE":
-            rep["reason"] = explain_unsat(cp, obj, fix, solver, limit)
+            rep["reason"] = explain_unsat(cp, obj, fix, solver, limit, self.job.get("source", ""))
         if status not in _SAT or rep.get("not_optimal"):
             self._finish()
         if objective is not None:
-            rep["objective"] = _plain(objective.value())
+            rep["objective"] = plain(objective.value())
         _set_status(obj, status)
         return self._after(obj, True, free)
 
@@ -430,7 +293,7 @@ class Probe:
             variants = []
             for _ in range(N_DETERMINE):
                 self.child = None
-                r = self._fork(lambda: [setattr(v, "_value", _random_value(v, rng)) for v in free] and True, 5.0)
+                r = self._fork(lambda: [setattr(v, "_value", random_value(v, rng)) for v in free] and True, 5.0)
                 variants.append(r.get("stdout", "") if r.get("done") else "")
             self.child = rep
             rep["variants"] = variants
@@ -490,35 +353,6 @@ class Probe:
         os._exit(0)
 
 
-def _pick(hits: list[int], columns: list[tuple[Any, bool, list[Fraction]]]) -> int | None:
-    """The one variable among `hits`, else the first expression; None when none, or when two variables are
-    alike on every probe (which one the program prints cannot be told)."""
-    variables = [i for i in hits if columns[i][1]]
-    if len(variables) > 1:
-        return None
-    return variables[0] if variables else (hits[0] if hits else None)
-
-
-def _flatten(val: Any) -> Any:
-    for x in (val.flat if hasattr(val, "flat") else val):
-        if isinstance(x, (list, tuple)) or _is_array(x):
-            yield from _flatten(x)
-        else:
-            yield x
-
-
-def _is_array(val: Any) -> bool:
-    ndim = getattr(val, "ndim", 0)
-    return isinstance(ndim, int) and ndim > 0 and hasattr(val, "flat")
-
-
-def _random_value(v: Any, rng: random.Random) -> Any:
-    if v.is_bool():
-        return rng.random() < 0.5
-    lb, ub = v.get_bounds()
-    return rng.randint(int(lb), int(ub))
-
-
 def _vars_of(cons: list[Any], objective: Any) -> list[Any]:
     from cpmpy.transformations.get_variables import get_variables
 
@@ -532,22 +366,6 @@ def _set_status(obj: Any, name: str) -> None:
     st.exitstatus = getattr(ExitStatus, name, ExitStatus.UNKNOWN)
     st.runtime = 0.0
     obj.cpm_status = st
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal as printed values: numbers by value (a boolean equals 0/1), lists and objects leaf by leaf."""
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    na, nb = _num(a), _num(b)
-    if na is not None and nb is not None:
-        return na == nb
-    return a == b and type(a) is type(b)
-
-
-def _name(path: tuple) -> str:
-    return str(path[0]) + "".join(f"[{p!r}]" if isinstance(p, str) else f"[{p}]" for p in path[1:])
 
 
 def _budget(limit: float | None) -> float:

@@ -83,8 +83,11 @@ def _kind(v: Any) -> str:
     return "null" if v is None else type(v).__name__
 
 
-def shape_errors(value: Any, template: Any, path: str) -> list[str]:
-    """Differences in type and shape between `value` and the reference's `template` (first few only)."""
+def shape_errors(value: Any, template: Any, path: str, exact_lengths: bool = True) -> list[str]:
+    """Differences in type and shape between `value` and the reference's `template` (first few only).
+
+    Without `exact_lengths` a list may have another length than the template's (its items are then compared
+    with the template's first item): for outputs whose length depends on the solution."""
     tk, vk = _kind(template), _kind(value)
     if tk == "number" and vk == "integer":
         return []
@@ -93,17 +96,19 @@ def shape_errors(value: Any, template: Any, path: str) -> list[str]:
         return [f"{path}: expected {tk}, got {got}"]
     if tk == "list":
         if len(value) != len(template):
-            return [f"{path}: expected a list of length {len(template)}, got length {len(value)}"]
+            if exact_lengths:
+                return [f"{path}: expected a list of length {len(template)}, got length {len(value)}"]
+            template = [template[0]] * len(value) if template else value
         errs: list[str] = []
         for i, (v, t) in enumerate(zip(value, template, strict=True)):
-            errs += shape_errors(v, t, f"{path}[{i}]")
+            errs += shape_errors(v, t, f"{path}[{i}]", exact_lengths)
             if len(errs) >= 3:
                 break
         return errs
     if tk == "object":
         if set(value) != set(template):
             return [f"{path}: expected keys {sorted(template)}, got {sorted(value)}"]
-        return [e for k in template for e in shape_errors(value[k], template[k], f"{path}.{k}")][:3]
+        return [e for k in template for e in shape_errors(value[k], template[k], f"{path}.{k}", exact_lengths)][:3]
     return []
 
 

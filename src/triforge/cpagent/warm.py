@@ -12,13 +12,16 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from triforge.core import proc
+from triforge.core.sandbox_run import IsolatedProcess
 
 OUTPUT_LIMIT = 64_000
 
@@ -43,13 +46,18 @@ def enabled() -> bool:
 
 
 class WarmServer:
+    """A harness server confined by the isolation policy (reference models come from downloaded data):
+    it sees only its own jobs folder, where each job's files are copied in and its results copied out."""
+
     def __init__(self, harness: Path, python: str = sys.executable) -> None:
-        env = dict(os.environ)
-        env.pop("PYTHONPATH", None)
-        self.proc = subprocess.Popen(
-            [python, str(harness), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True, start_new_session=True, env=env,
-        )
+        self.jobs = Path(tempfile.mkdtemp(prefix="triforge-warm-jobs-"))
+        try:
+            self.server = IsolatedProcess([python, str(harness), "serve"], workdir=self.jobs, stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except BaseException:
+            shutil.rmtree(self.jobs, ignore_errors=True)
+            raise
+        self.proc = self.server.popen
         ready = self.proc.stdout.readline() if self.proc.stdout else ""
         if not ready.strip():
             self.close()
@@ -57,20 +65,28 @@ class WarmServer:
 
     def run(self, mode: str, job: Path, result: Path, timeout: float, nice: int = 0) -> WarmResult:
         out, err = result.with_suffix(".stdout"), result.with_suffix(".stderr")
-        req = {"mode": mode, "job": str(job), "result": str(result), "stdout": str(out), "stderr": str(err),
-               "timeout": timeout, "nice": nice}
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
-        reply = self.proc.stdout.readline()
-        if not reply:
-            raise RuntimeError("warm harness server died")
-        r = json.loads(reply)
+        slot = Path(tempfile.mkdtemp(dir=self.jobs))
+        try:
+            shutil.copyfile(job, slot / "job.json")
+            req = {"mode": mode, "job": str(slot / "job.json"), "result": str(slot / "result.json"),
+                   "stdout": str(slot / "stdout"), "stderr": str(slot / "stderr"), "timeout": timeout, "nice": nice}
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            self.proc.stdin.write(json.dumps(req) + "\n")
+            self.proc.stdin.flush()
+            reply = self.proc.stdout.readline()
+            if not reply:
+                raise RuntimeError("warm harness server died")
+            r = json.loads(reply)
+            for name, dest in (("result.json", result), ("stdout", out), ("stderr", err)):
+                if (slot / name).is_file():
+                    shutil.copyfile(slot / name, dest)
+        finally:
+            shutil.rmtree(slot, ignore_errors=True)
         return WarmResult(bool(r["timed_out"]), float(r["seconds"]), _read(out), _read(err))
 
     def close(self) -> None:
-        proc.kill_group(self.proc.pid)
-        self.proc.wait()
+        self.server.close()
+        shutil.rmtree(self.jobs, ignore_errors=True)
 
 
 _pools: dict[Path, WarmPool] = {}

@@ -9,7 +9,6 @@ import json
 
 import cpmpy as cp
 
-
 x = cp.intvar(0, 9, name="x")
 y = cp.intvar(0, 9, name="y")
 model = cp.Model(x + y == 10, x < y)

@@ -14,7 +14,6 @@ r = 2
 c = 3
 k = 3
 # End of data
-
 g = cp.intvar(0, k - 1, shape=(r, c), name="g")
 model = cp.Model(g[0, 0] == 0)
 for i in range(r):

@@ -14,7 +14,6 @@ w = [3, 4, 5, 9]
 v = [4, 5, 6, 11]
 cap = 12
 # End of data
-
 take = cp.boolvar(shape=len(w), name="take")
 model = cp.Model(cp.sum(take * w) <= cap)
 model.maximize(cp.sum(take * v))

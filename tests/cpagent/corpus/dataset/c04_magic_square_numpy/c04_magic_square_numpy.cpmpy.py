@@ -8,9 +8,8 @@ corner and 7 right of it. Print the square and its magic sum.
 import json
 
 import cpmpy as cp
-
-
 import numpy as np
+
 sq = cp.intvar(1, 9, shape=(3, 3), name="sq")
 s = 15
 model = cp.Model(cp.AllDifferent(sq), sq[0, 0] == 2, sq[0, 1] == 7)

@@ -12,7 +12,6 @@ import cpmpy as cp
 # Data
 n = 6
 # End of data
-
 def column_list(arr):
     return [int(v.value()) for v in arr]
 

@@ -12,7 +12,6 @@ import cpmpy as cp
 # Data
 d = [3, 2, 4]
 # End of data
-
 start = cp.intvar(0, 20, shape=len(d), name="start")
 makespan = cp.intvar(0, 20, name="makespan")
 model = cp.Model(cp.NoOverlap(start, d, start + d))
@@ -21,6 +20,6 @@ model.minimize(makespan)
 model.solve()
 out = {}
 out["start"] = [int(s) for s in start.value()]
-out["end"] = [int(s) + di for s, di in zip(start.value(), d)]
+out["end"] = [int(s) + di for s, di in zip(start.value(), d, strict=True)]
 out["makespan"] = int(makespan.value())
 print(json.dumps(out))

@@ -12,7 +12,6 @@ import cpmpy as cp
 # Data
 c = [[4, 1, 3], [2, 0, 5], [3, 2, 2]]
 # End of data
-
 n = len(c)
 task = cp.intvar(0, n - 1, shape=n, name="task")
 cost = cp.sum([cp.cpm_array(c[w])[task[w]] for w in range(n)])

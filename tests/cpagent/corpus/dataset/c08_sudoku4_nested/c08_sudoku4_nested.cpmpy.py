@@ -12,7 +12,6 @@ import cpmpy as cp
 # Data
 clues = [[1, 0, 0, 0], [0, 0, 3, 0], [0, 4, 0, 0], [0, 0, 0, 2]]
 # End of data
-
 g = cp.intvar(1, 4, shape=(4, 4), name="g")
 model = cp.Model()
 for i in range(4):

@@ -13,7 +13,6 @@ import cpmpy as cp
 m = 5
 sets = [[0, 1], [1, 2, 3], [3, 4], [0, 4], [2]]
 # End of data
-
 x = cp.boolvar(shape=len(sets), name="x")
 model = cp.Model([cp.any([x[s] for s in range(len(sets)) if e in sets[s]]) for e in range(m)])
 model.minimize(cp.sum(x))

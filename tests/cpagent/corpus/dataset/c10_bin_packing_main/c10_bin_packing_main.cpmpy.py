@@ -13,7 +13,6 @@ import cpmpy as cp
 s = [4, 3, 3, 2, 2]
 cap = 7
 # End of data
-
 def main():
     n = len(s)
     b = cp.intvar(0, n - 1, shape=n, name="bin")

@@ -8,7 +8,6 @@ import json
 
 import cpmpy as cp
 
-
 a, b, c = cp.intvar(0, 9, shape=3, name="abc")
 model = cp.Model(a + b + c == 12, a * b == c + 2, a < b, b < c)
 s = cp.SolverLookup.get("ortools", model)

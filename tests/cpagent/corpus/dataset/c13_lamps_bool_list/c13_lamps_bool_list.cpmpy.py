@@ -8,7 +8,6 @@ import json
 
 import cpmpy as cp
 
-
 on = cp.boolvar(shape=6, name="on")
 model = cp.Model(cp.sum(on) == 3, on[0])
 model += [~(on[i] & on[i + 1]) for i in range(5)]

@@ -12,7 +12,6 @@ import cpmpy as cp
 # Data
 names = ['Ann', 'Bob', 'Cid', 'Dee']
 # End of data
-
 n = len(names)
 pos = cp.intvar(1, n, shape=n, name="pos")
 idx = {name: i for i, name in enumerate(names)}

@@ -7,9 +7,8 @@ Choose x[0..4] in 0..5, strictly increasing, with x[4] - x[0] = 4, minimising th
 import json
 
 import cpmpy as cp
-
-
 import numpy as np
+
 x = cp.intvar(0, 5, shape=5, name="x")
 model = cp.Model([x[i] < x[i + 1] for i in range(4)], x[4] - x[0] == 4)
 model.minimize(cp.sum(x))

@@ -13,7 +13,6 @@ import cpmpy as cp
 n = 5
 e = [[0, 1], [1, 2], [2, 3], [3, 4], [4, 0], [0, 2]]
 # End of data
-
 side = cp.boolvar(shape=n, name="side")
 cut = cp.sum([side[a] != side[b] for a, b in e])
 model = cp.Model(side[0] == 0)

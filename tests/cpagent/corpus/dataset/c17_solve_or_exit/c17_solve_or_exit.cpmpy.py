@@ -5,11 +5,10 @@ Find a, b in 1..20 with a * b = 36, a + b = 13 and a < b. Print them.
 """
 
 import json
+import sys
 
 import cpmpy as cp
 
-
-import sys
 a = cp.intvar(1, 20, name="a")
 b = cp.intvar(1, 20, name="b")
 model = cp.Model(a * b == 36, a + b == 13, a < b)

@@ -9,7 +9,6 @@ import json
 
 import cpmpy as cp
 
-
 m = cp.intvar(0, 1, shape=(2, 3), name="m")
 model = cp.Model(cp.sum(m[0, :]) == 2, cp.sum(m[1, :]) == 1, m[0, 0] == 1, m[1, 1] == 1)
 model += [cp.sum(m[:, j]) == 1 for j in range(3)]

@@ -8,10 +8,9 @@ import json
 
 import cpmpy as cp
 
-
 letters = "SENDMORY"
 v = cp.intvar(0, 9, shape=len(letters), name="v")
-L = dict(zip(letters, v))
+L = dict(zip(letters, v, strict=True))
 def word(w):
     return cp.sum([L[ch] * 10 ** (len(w) - 1 - i) for i, ch in enumerate(w)])
 model = cp.Model(cp.AllDifferent(v), L["S"] > 0, L["M"] > 0, word("SEND") + word("MORE") == word("MONEY"))

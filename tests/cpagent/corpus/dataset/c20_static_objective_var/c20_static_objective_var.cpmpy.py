@@ -9,7 +9,6 @@ import json
 
 import cpmpy as cp
 
-
 a = cp.intvar(0, 10, name="a")
 b = cp.intvar(0, 10, name="b")
 cost = cp.intvar(0, 100, name="cost")

@@ -12,11 +12,10 @@ import cpmpy as cp
 # Data
 d = [2, 3, 1, 4]
 # End of data
-
 st = cp.intvar(0, 10, shape=len(d), name="st")
 model = cp.Model([st[i] + d[i] <= st[i + 1] for i in range(len(d) - 1)], st[-1] + d[-1] == 12, st[0] == 0)
 model += st[1] == st[0] + d[0]
 model += st[2] == st[1] + d[1]
 model.solve()
 starts = [int(s.value()) for s in st]
-print(json.dumps({"starts": starts, "ends": [s + di for s, di in zip(starts, d)]}))
+print(json.dumps({"starts": starts, "ends": [s + di for s, di in zip(starts, d, strict=True)]}))

@@ -9,7 +9,6 @@ import json
 
 import cpmpy as cp
 
-
 closed = cp.boolvar(shape=5, name="closed")
 model = cp.Model(cp.sum(closed) == 2, ~closed[1], ~closed[3], closed[0], closed[2] | closed[4], ~(closed[2] & closed[4]), closed[2])
 model.solve()

@@ -9,7 +9,6 @@ import json
 
 import cpmpy as cp
 
-
 x = cp.intvar(0, 3, shape=6, name="x")
 model = cp.Model(cp.sum(x) == 6, [x[i] <= x[i + 1] for i in range(5)], x[0] == 0, x[5] == 3, x[1] == 0, x[2] == 0)
 model.solve()

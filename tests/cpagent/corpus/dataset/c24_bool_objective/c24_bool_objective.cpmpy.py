@@ -12,7 +12,6 @@ import cpmpy as cp
 # Data
 g = [5, 4, 3, 3, 2, 1]
 # End of data
-
 f = cp.boolvar(shape=len(g), name="f")
 model = cp.Model(cp.sum(f) <= 3, ~(f[0] & f[1]))
 model.maximize(cp.sum(f * g))

@@ -7,9 +7,8 @@ A 3x3 Latin square of 1..3 whose first row is 1 2 3 and whose first column is 1 
 import json
 
 import cpmpy as cp
-
-
 import numpy as np
+
 L = cp.intvar(1, 3, shape=(3, 3), name="L")
 model = cp.Model([cp.AllDifferent(L[i, :]) for i in range(3)], [cp.AllDifferent(L[:, j]) for j in range(3)])
 model += [L[0, j] == j + 1 for j in range(3)]

@@ -14,7 +14,6 @@ w = [2, 3, 4, 5]
 v = [3, 4, 5, 6]
 cap = 5
 # End of data
-
 take = cp.boolvar(shape=len(w), name="take")
 model = cp.Model(cp.sum(take * w) <= cap)
 model.maximize(cp.sum(take * v))

@@ -13,7 +13,6 @@ import cpmpy as cp
 A = 37
 cv = [1, 5, 10, 25]
 # End of data
-
 cnt = cp.intvar(0, 40, shape=len(cv), name="cnt")
 model = cp.Model(cp.sum(cnt * cv) == A)
 model.minimize(cp.sum(cnt))

@@ -14,7 +14,6 @@ m = [[1, 0, 1], [0, 1, 1], [1, 1, 0]]
 n_people = len(m)
 n_slots = len(m[0])
 # End of data
-
 slot = cp.intvar(0, n_slots - 1, shape=n_people, name="slot")
 model = cp.Model(cp.AllDifferent(slot))
 model += [slot[p] != s for p in range(n_people) for s in range(n_slots) if not m[p][s]]

@@ -10,7 +10,6 @@ import json
 
 import cpmpy as cp
 
-
 seat = cp.intvar(0, 3, shape=4, name="seat")
 model = cp.Model(cp.AllDifferent(seat), seat[0] == 0, seat[3] > seat[1])
 model += [(seat[1] + 1) % 4 != seat[2], (seat[2] + 1) % 4 != seat[1]]

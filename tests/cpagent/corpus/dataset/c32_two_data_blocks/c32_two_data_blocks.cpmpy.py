@@ -17,7 +17,6 @@ T = 12
 # Data
 k = 3
 # End of data
-
 take = cp.boolvar(shape=len(pool), name="take")
 model = cp.Model(cp.sum(take * pool) == T, cp.sum(take) == k)
 largest = cp.max([take[i] * pool[i] for i in range(len(pool))])
