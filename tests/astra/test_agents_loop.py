@@ -298,3 +298,12 @@ def test_a_model_without_native_tools_hands_in_a_kernel_as_a_fenced_block(tmp_pa
     prompt = ms["coding"].requests[0]["messages"][1]["content"]
     assert "fenced as ```submit_kernel" in prompt
     assert (tmp_path / "candidates" / "r1-k0" / "kernel.cu").read_text().startswith("// FAKE correct x1.4")
+
+
+def test_single_agent_repairs_with_its_own_model(tmp_path):
+    ms = {"single": ScriptedLLM([call("submit_candidates", candidates=[{**PLAN, "source": kernel("incorrect")}]),
+                                 call("submit_kernel", code=kernel("correct x1.2"))])}
+    out = Optimizer(settings(single_agent=True, candidates=1, repairs=1, models={"single": "s"}), ms, FakeLab(),
+                    tmp_path).run()
+    assert out.best_id == "r1-k0-fix1"
+    ms["single"].assert_done()

@@ -238,7 +238,8 @@ class Optimizer:
                 key = f"r{r}/code/{base.split('-')[1]}/fix{attempt}"
                 try:
                     new = self.state.step(key, lambda plan=plan, src=src, res=res, base=base, a=attempt: self.roles.coding(
-                        seen, plan, f"{base}-fix{a}", src, res.get("verdict", ""), list(res.get("reasons", []))[:5]))
+                        seen, plan, f"{base}-fix{a}", src, res.get("verdict", ""), list(res.get("reasons", []))[:5],
+                        SINGLE if self.s.single_agent else "coding"))
                 except BudgetExceeded:
                     break
                 if new:

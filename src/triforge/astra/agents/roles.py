@@ -202,7 +202,9 @@ class Roles:
         return list(out or [])
 
     def coding(self, seen: Seen, plan: Plan, name: str, previous: str | None = None, verdict: str = "",
-               reasons: list[str] | None = None) -> str | None:
+               reasons: list[str] | None = None, role: str = "coding") -> str | None:
+        """One kernel for `plan` (a repair when `previous` is given); `role` picks the model (the single agent's
+        repairs use its own)."""
         task_name = seen.task.name
 
         def submit_kernel(code: str) -> str:
@@ -217,10 +219,10 @@ class Roles:
             raise Submitted(code)
 
         # without native tool calls a kernel is handed in as a fenced block (```submit_kernel): no JSON escaping
-        fenced = not getattr(self.models["coding"].config, "native_tools", True)
+        fenced = not getattr(self.models[role].config, "native_tools", True)
         text = render("coding.md.j2", seen, plan=plan, previous=previous, verdict=verdict, reasons=reasons or [],
                       fenced=fenced)
-        return self._run("coding", name, [self._precheck_tool(seen), submit_kernel], text)
+        return self._run(role, name, [self._precheck_tool(seen), submit_kernel], text)
 
     def single(self, seen: Seen, k: int, name: str) -> tuple[list[dict[str, int]], list[tuple[Plan, str]]]:
         added: list[dict[str, int]] = []
