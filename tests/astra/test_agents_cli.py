@@ -173,3 +173,13 @@ def test_optimize_against_an_openai_compatible_endpoint_on_loopback(tmp_path, ca
     assert "best r1-k0" in out
     assert lab.jobs["r1-k0"].extra_shapes == [{"num_tokens": 2, "d": 4101}]
     assert json.loads((run / "results.json").read_text())["spend"]["calls"] == 5
+
+
+def test_a_run_directory_of_another_task_file_is_not_overwritten(tmp_path, capsys, no_models):
+    run = tmp_path / "run"
+    (run / "task").mkdir(parents=True)
+    (run / "task" / "my_task.py").write_text("# another run's task\n")
+    tf = write_task(tmp_path)
+    code, out = run_cli(["astra", "optimize", "--task-file", str(tf), "--out", str(run), "-m", "x"], capsys)
+    assert code == 2 and "holds a different my_task.py" in out
+    assert (run / "task" / "my_task.py").read_text() == "# another run's task\n"

@@ -49,9 +49,11 @@ def prepare_task(task: str | None, task_file: Path | None, kernel: Path | None, 
         except ValueError:
             raise UserError(f"task file {task_file}: its baseline {base} must be beside it or below it") from None
         dest = out / "task"
-        (dest / brel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(task_file, dest / task_file.name)
-        shutil.copyfile(base, dest / brel)
+        for src, to in ((task_file, dest / task_file.name), (base, dest / brel)):
+            if to.is_file() and to.read_bytes() != src.read_bytes():  # never overwrite another run's task
+                raise UserError(f"run directory {out} holds a different {to.name}; use a new --out")
+            to.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, to)
         rel = f"task/{task_file.name}"
         spec = lab.load_task_file(out / rel)
         task = spec.name
