@@ -189,3 +189,32 @@ def test_html_says_what_ran_how_it_ended_and_shows_only_new_messages(tmp_path):
     assert "THE-ORIGINAL-TASK-TEXT" in first and "THE-ORIGINAL-TASK-TEXT" not in second
     assert "as in the previous call" in second
     assert "id=open-all" in page and "script-src 'sha256-" in page
+
+
+def test_parallel_runs_of_one_agent_are_separate_conversations(tmp_path):
+    """Two examples of a benchmark run the same agent in parallel: each call's 'new input' is relative to its own
+    conversation, not to whichever call of that agent came before it in the file."""
+
+    def llm(span_id: str, parent: str, start: float, msgs: list[dict], out: str) -> dict:
+        return {"trace_id": "t", "span_id": span_id, "parent_id": parent, "name": "chat m", "kind": "llm",
+                "start": start, "end": start + 0.1, "duration_s": 0.1, "agent": "qa", "status": "ok",
+                "attributes": {"gen_ai.input.messages": msgs,
+                               "gen_ai.output.messages": [{"role": "assistant", "content": out}]}}
+
+    sys_msg = {"role": "system", "content": "answer"}
+    a1, b1 = [sys_msg, {"role": "user", "content": "QUESTION-A"}], [sys_msg, {"role": "user", "content": "QUESTION-B"}]
+    spans = [
+        {"trace_id": "t", "span_id": "exA", "parent_id": None, "name": "example A", "kind": "internal", "start": 0,
+         "end": 9, "duration_s": 9, "agent": None, "status": "ok", "attributes": {}},
+        {"trace_id": "t", "span_id": "exB", "parent_id": None, "name": "example B", "kind": "internal", "start": 0.5,
+         "end": 9, "duration_s": 8.5, "agent": None, "status": "ok", "attributes": {}},
+        llm("a1", "exA", 1, a1, "ANSWER-A"),
+        llm("b1", "exB", 2, b1, "ANSWER-B"),
+        llm("a2", "exA", 3, [*a1, {"role": "assistant", "content": "ANSWER-A"},
+                             {"role": "user", "content": "FOLLOW-UP-A"}], "done"),
+    ]
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(s) + "\n" for s in spans))
+    page = render_html(tmp_path).read_text()
+    a_1, a_2, b_1 = _details(page, "llm")  # shown under their examples: A's two calls, then B's
+    assert "QUESTION-B" in b_1 and "as in the previous call" not in b_1  # B's first call is shown whole
+    assert "FOLLOW-UP-A" in a_2 and "QUESTION-A" not in a_2 and "3 earlier messages" in a_2

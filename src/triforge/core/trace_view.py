@@ -173,8 +173,26 @@ def _status(s: dict[str, Any]) -> tuple[str, str]:
     return ("", st) if st == "ok" else ("err", st)
 
 
-def _span_html(s: dict[str, Any], children: dict[str | None, list[dict[str, Any]]],
-               seen: dict[str, list[Any]]) -> str:
+class _Conversations:
+    """The conversation so far of each agent run, to show an LLM call's input as what is new in it.
+
+    A conversation is one agent in one run (trace id) under its nearest enclosing span that is not a step
+    (e.g. one example of a benchmark), so parallel runs of one agent are not mixed.
+    """
+
+    def __init__(self, spans: list[dict[str, Any]]) -> None:
+        self.by_id = {s.get("span_id"): s for s in spans}
+        self.seen: dict[tuple[str, str, str], list[Any]] = {}
+
+    def key(self, s: dict[str, Any]) -> tuple[str, str, str]:
+        parent = self.by_id.get(s.get("parent_id"))
+        while parent is not None and parent.get("kind") == "step":
+            parent = self.by_id.get(parent.get("parent_id"))
+        scope = str(parent.get("span_id")) if parent is not None else "-"
+        return str(s.get("agent") or "-"), str(s.get("trace_id") or "-"), scope
+
+
+def _span_html(s: dict[str, Any], children: dict[str | None, list[dict[str, Any]]], convs: _Conversations) -> str:
     a = s.get("attributes", {})
     kind = s.get("kind", "internal")
     cls, label = _status(s)
@@ -182,11 +200,11 @@ def _span_html(s: dict[str, Any], children: dict[str | None, list[dict[str, Any]
     head = f"{_esc(name)} <span class=meta>{float(s.get('duration_s') or 0):.2f}s {_esc(label)}"
     if kind == "llm":
         head += f" · in {a.get('gen_ai.usage.input_tokens')} out {a.get('gen_ai.usage.output_tokens')} tok"
-        agent = str(s.get("agent") or "-")
+        conv = convs.key(s)
         msgs = a.get("gen_ai.input.messages") if isinstance(a.get("gen_ai.input.messages"), list) else []
         out = a.get("gen_ai.output.messages") if isinstance(a.get("gen_ai.output.messages"), list) else []
-        same, new = _new_messages(msgs, seen.get(agent, []))
-        seen[agent] = msgs + out
+        same, new = _new_messages(msgs, convs.seen.get(conv, []))
+        convs.seen[conv] = msgs + out
         note = (f"<div class=meta>{same} earlier message{'s' * (same != 1)} as in the previous call, not repeated"
                 "</div>") if same else ""
         body = (f"<b>new input</b>{note}" + "".join(_message_html(m) for m in new)
@@ -198,7 +216,7 @@ def _span_html(s: dict[str, Any], children: dict[str | None, list[dict[str, Any]
     else:
         shown = {k: v for k, v in a.items() if k != "triforge.step"}
         body = f"<pre>{_esc(shown)}</pre>" if shown else ""
-    body += "".join(_span_html(c, children, seen) for c in children.get(s.get("span_id"), []))
+    body += "".join(_span_html(c, children, convs) for c in children.get(s.get("span_id"), []))
     return f"<details class='{_esc(kind)} {cls}'><summary>{head}</span></summary>{body}</details>"
 
 
@@ -268,8 +286,8 @@ def render_html(run: str | Path, out: str | Path | None = None) -> Path:
     children: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
     for s in spans:
         children[s.get("parent_id") if s.get("parent_id") in ids else None].append(s)
-    seen: dict[str, list[Any]] = {}
-    body = "".join(_span_html(s, children, seen) for s in children.get(None, []))
+    convs = _Conversations(spans)
+    body = "".join(_span_html(s, children, convs) for s in children.get(None, []))
     digest = base64.b64encode(hashlib.sha256(_SCRIPT.encode()).digest()).decode()
     doc = (
         "<!doctype html><html><head><meta charset='utf-8'>"
