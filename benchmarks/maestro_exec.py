@@ -19,9 +19,9 @@ from triforge.core.llm import OpenAICompatLLM
 from triforge.maestro.bench import open_benchmark
 from triforge.maestro.evaluate import EvalReport, evaluate
 from triforge.maestro.executor import Executor
-from triforge.testing.maestro_replies import reply
 from triforge.maestro.program import Program, ProgramBuilder
 from triforge.testing.fake_server import FakeOpenAIServer
+from triforge.testing.maestro_replies import reply
 from triforge.testing.scripted import ScriptedLLM
 
 RESULTS = Path(__file__).resolve().parent / "results"
