@@ -82,6 +82,8 @@ def test_bench_prints_a_line_per_finished_problem_without_a_terminal(tmp_path):
     assert done[0].startswith("cpagent bench: problem 1 of 2 · two_numbers#seed0: correct")
     assert done[-1].startswith("cpagent bench: problem 2 of 2 · two_numbers#seed1: incorrect")
     assert "tok" in done[-1] and "\r" not in r.stderr
+    report = (tmp_path / "bench" / "report.md").read_text()
+    assert "| [two_numbers](problems/two_numbers/seed0/trace.html) |" in report  # each problem links to its trace
 
 
 def test_solve_on_a_terminal_repaints_one_live_line(tmp_path):

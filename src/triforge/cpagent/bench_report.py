@@ -46,7 +46,7 @@ def summarize(runs: dict[str, Any], problem_ids: list[str], seeds: int) -> dict[
     }
 
 
-def _md(summary: dict[str, Any], model: str) -> str:
+def _md(summary: dict[str, Any], model: str, out: Path | None = None) -> str:
     k = summary["seeds"]
     lines = [
         f"# cpagent benchmark: model `{model}`", "",
@@ -57,7 +57,9 @@ def _md(summary: dict[str, Any], model: str) -> str:
     ]
     for pid, p in summary["per_problem"].items():
         why = "; ".join(p["reasons"])[:160].replace("|", "/")
-        lines.append(f"| {pid} | {p['pass_at_1']:.2f} | {' '.join(map(str, p['grades']))} | {p['steps']} | "
+        link = trace_link(out, pid, 0) if out is not None else None
+        name = f"[{pid}]({link})" if link else pid
+        lines.append(f"| {name} | {p['pass_at_1']:.2f} | {' '.join(map(str, p['grades']))} | {p['steps']} | "
                      f"{p['input_tokens']}/{p['output_tokens']} | {p['wall_s']:.1f} | {why} |")
     return "\n".join(lines) + "\n"
 
@@ -99,7 +101,7 @@ def _grades_html(out: Path, pid: str, grades: list[Any]) -> str:
 
 def render_reports(out: Path, summary: dict[str, Any], runs: dict[str, Any], model: str) -> None:
     """report.md and report.html; in the HTML each problem and each of its grades links to the run's trace."""
-    (out / "report.md").write_text(_md(summary, model), encoding="utf-8")
+    (out / "report.md").write_text(_md(summary, model, out), encoding="utf-8")
     k = summary["seeds"]
     rows = []
     for pid, p in summary["per_problem"].items():
