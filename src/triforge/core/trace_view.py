@@ -242,9 +242,10 @@ def _header_html(run_dir: Path, spans: list[dict[str, Any]]) -> str:
         model = {"alias": llm.get("triforge.model_alias"), "model": llm.get("gen_ai.request.model")}
     task = res.get("problem") or cfg.get("task") or run_dir.name
     lines = [f"<h1>{_esc(str(task))}</h1>"]
-    if model.get("alias") or model.get("model"):
-        lines.append(f"<p>model <b>{_esc(str(model.get('alias') or model.get('model')))}</b> "
-                     f"<span class=meta>{_esc(str(model.get('model') or ''))}</span></p>")
+    alias, served = model.get("alias") or model.get("model"), model.get("model")
+    if alias:
+        extra = f" <span class=meta>{_esc(str(served))}</span>" if served and served != alias else ""
+        lines.append(f"<p>model <b>{_esc(str(alias))}</b>{extra}</p>")
     grade = res.get("grade") if isinstance(res.get("grade"), dict) else {}
     outcome = grade.get("status") or ({True: "correct", False: "incorrect"}.get(res["correct"])
                                       if isinstance(res.get("correct"), bool) else None) or res.get("status")
