@@ -34,6 +34,12 @@ def _map_ints(value: Any, f: Callable[[int], int]) -> Any:
     return value
 
 
+def _map_bools(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_map_bools(v) for v in value]
+    return int(value) if isinstance(value, bool) else value
+
+
 def _first_leaf(sol: Solution, want: Callable[[Any], bool]) -> tuple[str, tuple, Any] | None:
     for key, value in sol.items():
         for path, leaf in _leaves(value):
@@ -100,5 +106,7 @@ def value_faults(sol: Solution) -> dict[str, Solution]:
         bad = copy.deepcopy(sol)
         _set(bad, key, path, not leaf)
         out["perturb_one"] = bad
+        # The same wrong value with every boolean printed as 0/1: read as booleans, still wrong.
+        out["perturb_one_01"] = {k: _map_bools(v) for k, v in bad.items()}
         out["shift_rows"] = {k: (v[1:] + v[:1] if isinstance(v, list) else v) for k, v in sol.items()}
     return out

@@ -137,3 +137,54 @@ def test_every_instance_substitutes_all_its_names(problems):
             src = p.instance_source(k)
             for name in inst:
                 assert f"\n{name} = " in src, (p.id, k, name)
+
+
+# ---- putting an instance into a program's data block(s) ----
+
+PROGRAM = """import json
+# Data
+m = [[1, 0],
+     [0, 1]]  # who is free when
+n_people = len(m)
+a = 1; b = 2
+# End of data
+print(n_people)
+# Data
+k = 3
+# End of data
+"""
+
+
+def test_instance_assignments_replace_only_the_names_they_define():
+    out = substitute_data(PROGRAM, {"m": [[1, 1, 1]], "b": 5, "k": 4, "extra": "x"})
+    assert out == ("import json\n# Data\nextra = 'x'\nm = [[1, 1, 1]]\nn_people = len(m)\na = 1\nb = 5\n"
+                   "# End of data\nprint(n_people)\n# Data\nk = 4\n# End of data\n")
+
+
+def test_a_block_of_instance_names_only_is_rewritten_as_before():
+    src = "# Data\nn = 3  # size\nw = [1, 2]\n# End of data\nprint(n)\n"
+    assert substitute_data(src, {"w": [5], "n": 9}) == "# Data\nw = [5]\nn = 9\n# End of data\nprint(n)\n"
+
+
+@pytest.mark.parametrize(("body", "why"), [
+    ("a, b = 1, 2", "assigns a, b together, the instance gives only a"),
+    ("a = = 1", "its data block is not valid Python"),
+])
+def test_data_that_cannot_be_put_in_says_why(body, why):
+    with pytest.raises(DatasetError, match=why):
+        substitute_data(f"# Data\n{body}\n# End of data\n", {"a": 3})
+
+
+@pytest.mark.parametrize(("code", "keys"), [
+    ('solution = {"a": a.value(), "b": 1}\nprint(json.dumps(solution))', ("a", "b")),
+    ('sol = {}\nsol["x"] = 1\nsol["y"] = [2]\nsol.update(z=3)\nprint(json.dumps(sol))', ("x", "y", "z")),
+    ("print(json.dumps(dict(p=1, q=2)))", ("p", "q")),
+    ('def make():\n    return {"u": 1}\n\nprint(json.dumps(make()))', ("u",)),
+    ("res = {}\nres[name] = 1\nprint(json.dumps(res))", ()),
+])
+def test_output_keys_of_a_dict_built_in_several_ways(code, keys):
+    import ast
+
+    from triforge.cpagent.dataset import _solution_keys
+
+    assert _solution_keys(ast.parse(code)) == keys

@@ -86,7 +86,7 @@ VALID_FAULTS = {
 
 
 def _fault_is_valid(pid: str, fault: str, solution: dict) -> bool:
-    check = VALID_FAULTS.get((pid, fault))
+    check = VALID_FAULTS.get((pid, fault.removesuffix("_01")))
     return check is not None and check(solution)
 
 
@@ -106,8 +106,16 @@ def grade_problem(problem: Problem, ref: RefResult) -> dict[str, Verdict]:
     if bool_or_01_keys(problem.id):
         # The text allows booleans and 0/1 alike here: those are valid (test_overconstrained covers them).
         shapes = {n: s for n, s in shapes.items() if n not in ("bool_as_int", "int_as_bool")}
+    # 0/1 where the reference prints booleans is read as booleans (issue 25) unless --strict-types: the
+    # strict reading must refuse it, the lenient one accept it when the values are right.
+    lenient = {n: shapes.pop(n) for n in ("bool_as_int",) if n in shapes}
     for name, v in zip(shapes, grade_solutions(problem, list(shapes.values()), 0, reference=ref), strict=True):
         out[f"shape:{name}"] = v
+    for name, v in zip(lenient, grade_solutions(problem, list(lenient.values()), 0, reference=ref, strict_types=True),
+                       strict=True):
+        out[f"shape:{name}"] = v
+    for name, sol in lenient.items():
+        out[f"lenient:{name}"] = grade_solutions(problem, [sol], 0, reference=ref)[0]
     cands = {"ref:ortools": (ref.solution, "ortools"), f"ref:{SECOND_SOLVER}": (ref.solution, SECOND_SOLVER)}
     values = value_faults(ref.solution)
     if problem.is_optimization and (sub := _suboptimal(problem, ref)) is not None:
@@ -172,6 +180,14 @@ def test_key_type_and_shape_faults_are_rejected_without_solving(planted):
     kinds = {n for vs in planted.values() for n in vs if n.startswith("shape:")}
     assert {"shape:missing_key", "shape:extra_key", "shape:int_as_string", "shape:int_as_float",
             "shape:int_as_bool", "shape:bool_as_int", "shape:list_too_short"} <= kinds
+
+
+def test_booleans_as_0_1_are_accepted_with_a_note_unless_strict(planted):
+    lenient = {pid: vs["lenient:bool_as_int"] for pid, vs in planted.items() if "lenient:bool_as_int" in vs}
+    assert len(lenient) >= 10
+    bad = [f"{pid}: {v.verdict} {v.reasons[:1]}" for pid, v in lenient.items()
+           if not v.correct or not any("0/1 read as booleans" in n for n in v.notes)]
+    assert not bad, "\n".join(bad)
 
 
 def test_value_faults_are_rejected_unless_valid(planted):

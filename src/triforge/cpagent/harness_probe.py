@@ -21,9 +21,9 @@ import io
 import json
 import os
 import random
+import select
 import signal
 import sys
-import tempfile
 import time
 from typing import Any
 
@@ -304,13 +304,14 @@ class Probe:
     # --- children -------------------------------------------------------------------------------------------
     def _fork(self, enter: Any, timeout: float) -> dict[str, Any]:
         """Run the rest of the reference in a forked child that first calls `enter()` (its value is what
-        `solve()` returns there); the child's report: stdout, `done`, and what `enter` recorded."""
-        fd, path = tempfile.mkstemp(prefix="probe-", suffix=".json")
-        os.close(fd)
+        `solve()` returns there); the child's report (stdout, `done`, what `enter` recorded) comes back through
+        a pipe, so no file is written (the harness may run where it can write nothing but its result)."""
+        r, w = os.pipe()
         sys.stdout.flush()
         pid = os.fork()
         if pid == 0:
-            self.child = {"path": path}
+            os.close(r)
+            self.child = {"fd": w}
             self.child_out = io.StringIO()
             sys.stdout = self.child_out
             try:
@@ -321,35 +322,38 @@ class Probe:
                 self.child["error"] = f"{type(e).__name__}: {e}"
                 self._finish()
             raise _Resume(value)
+        os.close(w)
         deadline = time.perf_counter() + timeout
-        while True:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.perf_counter() > deadline:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                break
-            time.sleep(0.001)
+        chunks: list[bytes] = []
+        while (left := deadline - time.perf_counter()) > 0:
+            ready, _, _ = select.select([r], [], [], left)
+            if ready:
+                data = os.read(r, 1 << 16)
+                if not data:
+                    break
+                chunks.append(data)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        os.close(r)
+        os.waitpid(pid, 0)
         try:
-            with open(path, encoding="utf-8") as f:
-                rep = json.load(f)
-        except (OSError, ValueError):
-            rep = {"error": f"no report within {timeout:g} s"}
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        return rep
+            return json.loads(b"".join(chunks))
+        except ValueError:
+            return {"error": f"no report within {timeout:g} s"}
 
     def _finish(self, error: str | None = None) -> None:
-        """In a child: write the report and leave at once."""
+        """In a child: write the report to the parent and leave at once."""
         rep = self.child or {}
         if error and "error" not in rep:
             rep["error"] = error
         rep["stdout"] = getattr(self, "child_out", io.StringIO()).getvalue()
         rep.setdefault("done", error is None and "error" not in rep)
-        with contextlib.suppress(Exception), open(rep["path"], "w", encoding="utf-8") as f:
-            json.dump(rep, f, default=str)
+        fd = rep.pop("fd", None)
+        with contextlib.suppress(Exception):
+            data = json.dumps(rep, default=str).encode()
+            while data:
+                data = data[os.write(fd, data):]
         os._exit(0)
 
 
