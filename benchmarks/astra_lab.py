@@ -218,7 +218,8 @@ def bench(tasks: list[str], runs: int, out_dir: Path | None = None) -> dict:
                 print(f"{t:26s} {row['shape'][:38]:38s} {row['comparator']:14s} {row['median_us']:9.2f} us "
                       f"graph {g if g is None else round(g, 2)!s:>8s} {100 * row['copy_fraction']:5.1f}% copyBW "
                       f"{row['speedup_vs_baseline']:5.2f}x{' (noise)' if row.get('within_noise') else ''} "
-                      f"aa {100 * row.get('aa_spread', 0):.2f}% runs {row['runs']} {row['verified'][:30]}", flush=True)
+                      f"aa {100 * row.get('aa_spread', 0):.2f}% graph aa {100 * (row.get('graph_aa_spread') or 0):.2f}% "
+                      f"runs {row['runs']} {row['verified'][:30]}", flush=True)
             if "rows" not in r:
                 print(t, "FAILED", r.get("reasons"), flush=True)
             if out_dir is not None:

@@ -122,6 +122,13 @@ def bench_task(task_name: str, source: str | None = None, runs: int = 100, dtype
                     notes.append(f"{name}: graph capture failed ({type(exc).__name__})")
                     torch.cuda.synchronize()
             rows.append(row)
+        shape_rows = rows[-len(made):]
+        if graph and shape_rows[0].get("graph_us") and shape_rows[1].get("graph_us"):
+            g_aa = abs(shape_rows[0]["graph_us"] / shape_rows[1]["graph_us"] - 1.0)
+            for r in shape_rows:
+                r["graph_aa_spread"] = g_aa
+                r["graph_speedup"] = shape_rows[0]["graph_us"] / r["graph_us"] if r.get("graph_us") else None
+                r["graph_within_noise"] = r["graph_speedup"] is None or abs(r["graph_speedup"] - 1.0) <= 3 * g_aa
         if aa > target_noise:
             notes.append(f"{shape_label(shape)}: A/A spread {100 * aa:.2f}% after {n} runs is above "
                          f"{100 * target_noise:.0f}%; graph replay times (warm L2) are steadier there")

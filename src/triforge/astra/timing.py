@@ -47,12 +47,14 @@ class L2Flush:
 
 def interleaved(fns: list[Callable[[dict[str, Any]], None]], make_inputs: Callable[[int], dict[str, Any]],
                 runs: int = 100, warmup: int = 10, flush: bool = True,
-                after: Callable[[int, int, dict[str, Any]], None] | None = None) -> list[list[float]]:
+                after: Callable[[int, int, dict[str, Any]], None] | None = None,
+                order: Callable[[int], list[int]] | None = None) -> list[list[float]]:
     """Time each fn `runs` times, round-robin (A B C A B C ...), microseconds.
 
     Before every call `make_inputs(round)` makes new inputs (one seed per round, shared by the round's
     callables, so their outputs can be compared); `after(round, j, inputs)` runs after fn j's call,
-    outside the timed window (rounds < 0 are warm-ups)."""
+    outside the timed window (rounds < 0 are warm-ups). `order(round)`: the callables' order in that
+    round (default: a rotation, so no callable always follows the same one)."""
     import torch
 
     flusher = L2Flush() if flush else None
@@ -60,7 +62,8 @@ def interleaved(fns: list[Callable[[dict[str, Any]], None]], make_inputs: Callab
     starts = [[torch.cuda.Event(enable_timing=True) for _ in range(runs)] for _ in range(n)]
     ends = [[torch.cuda.Event(enable_timing=True) for _ in range(runs)] for _ in range(n)]
     for r in range(-warmup, runs):
-        for j, fn in enumerate(fns):
+        for j in (order(r) if order is not None else [(k + r) % n for k in range(n)]):
+            fn = fns[j]
             inputs = make_inputs(r)
             if flusher is not None:
                 flusher()
