@@ -58,20 +58,25 @@ def test_other_data_and_endpoint_are_refused_but_split_and_limit_share_the_direc
     data = tmp_path / "q.jsonl"
     data.write_text((MINI / "questions.jsonl").read_text())
     out = tmp_path / "run"
+    corpus = str(MINI / "corpus.jsonl")  # given, so the data file is not also the corpus
     with FakeOpenAIServer(reply) as srv, FakeOpenAIServer(reply) as other:
-        run(llm(srv), out, data=str(data), limit=2)
+        run(llm(srv), out, data=str(data), corpus=corpus, limit=2)
         n = len(srv.requests)
-        grown = run(llm(srv), out, data=str(data), limit=4)  # more examples of the same data: resumes
+        grown = run(llm(srv), out, data=str(data), corpus=corpus, limit=4)  # more of the same data: resumes
         assert grown["cached"] == 2 and len(srv.requests) == n + 2 * 4
         with pytest.raises(StaleResults, match=r"models\.\(default\)"):  # same model name, another endpoint
-            run(llm(other), out, data=str(data), limit=4)
+            run(llm(other), out, data=str(data), corpus=corpus, limit=4)
         rows = (MINI / "questions.jsonl").read_text().splitlines()
         edited = [json.loads(r) for r in rows]
         for r in edited:
             r["answer"] = r["answer"] + " (edited)"
         data.write_text("\n".join(json.dumps(r) for r in edited) + "\n")  # same ids, other content
         with pytest.raises(StaleResults, match="data that has changed"):
-            run(llm(srv), out, data=str(data), limit=4)
+            run(llm(srv), out, data=str(data), corpus=corpus, limit=4)
+        run(llm(srv), tmp_path / "run2", data=str(data), limit=1)
+        data.write_text(data.read_text() + "\n")
+        with pytest.raises(StaleResults, match=r"sources\.corpus differs"):  # without --corpus, the data is it
+            run(llm(srv), tmp_path / "run2", data=str(data), limit=1)
 
 
 def test_a_directory_without_recorded_settings_is_refused(tmp_path):
@@ -99,3 +104,19 @@ def test_cli_refuses_in_one_line_and_fresh_moves_aside(tmp_path):
         assert "0 from earlier runs" in r.stdout and "earlier contents moved to" in r.stdout
     assert json.loads((out / "config.json").read_text())["model"]["model"] == "model-b"
     assert [p.name.startswith("previous-") for p in out.iterdir() if p.is_dir()] == [True]
+
+
+def test_a_corpus_changed_under_the_same_path_or_through_the_environment_is_refused(tmp_path, monkeypatch):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text((MINI / "corpus.jsonl").read_text())
+    monkeypatch.setenv("TRIFORGE_HOTPOTQA_CORPUS", str(corpus))
+    out = tmp_path / "run"
+    with FakeOpenAIServer(reply) as srv:
+        run(llm(srv), out, limit=1)
+        run(llm(srv), out, limit=1)  # unchanged: resumes
+        corpus.write_text(corpus.read_text() + '{"title": "Extra", "text": "A passage added later."}\n')
+        with pytest.raises(StaleResults, match=r"\(sources\.corpus differs\)"):
+            run(llm(srv), out, limit=1)
+        monkeypatch.delenv("TRIFORGE_HOTPOTQA_CORPUS")
+        with pytest.raises(StaleResults, match=r"\(sources\.corpus differs\)"):
+            run(llm(srv), out, limit=1)

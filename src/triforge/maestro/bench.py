@@ -1,7 +1,8 @@
 """The benchmarks maestro is judged on, behind one small interface.
 
 A benchmark gives examples for a split, a metric `(example, run) -> MetricResult` that never raises
-for a bad output, a seed program, and the retrievers its programs may use. One whose example inputs
+for a bad output, a seed program, and the retrievers its programs may use. Optionally `settings()`:
+the sources a result depends on beyond the examples (HotpotQA's retrieval corpus), for resume checks. One whose example inputs
 only name the data (CP-Bench) also has `example_hash(example)`: the content a result depends on, so a
 run directory never reuses a result for changed data (`maestro.evaluate.example_hash` otherwise).
 """
@@ -73,6 +74,23 @@ class HotpotQABench:
 
     def retrievers(self) -> dict[str, Retriever]:
         return {"default": self._retriever}
+
+    def settings(self) -> dict[str, Any]:
+        """Where the questions and the retrieval corpus come from (flags or environment), by content."""
+        import os
+
+        from triforge.core.provenance import file_hash
+        from triforge.maestro.benchmarks.hotpotqa.data import CORPUS_ENV_VAR, resolve_path
+
+        data = resolve_path(self._data)  # each question's content is checked by its item hash
+        corpus = self._corpus if self._corpus is not None else os.environ.get(CORPUS_ENV_VAR)
+        if corpus is not None:
+            source: dict[str, Any] = {"path": str(corpus), "hash": file_hash(corpus) or str(corpus)}
+        elif self._data is not None:  # load_hotpotqa_corpus's fallback: the data file's contexts
+            source = {"from": "data", "hash": file_hash(data) if isinstance(data, os.PathLike) else str(data)}
+        else:
+            source = {"from": "mini"}
+        return {"data": str(data), "corpus": source}
 
 
 class IFBenchBench:

@@ -48,7 +48,8 @@ def settings_fingerprint(program: Program, benchmark: Benchmark, models: Models,
     The program and the example content are part of each row's key (program hash, item hash), so other
     programs and splits share a directory; models, endpoint, decoding, data, corpus and scoring do not.
     """
-    return Fingerprint.of(kind="maestro run", bench=bench, mode=mode, data=data,
+    sources = getattr(benchmark, "settings", dict)()  # e.g. HotpotQA's corpus, also when set by environment
+    return Fingerprint.of(kind="maestro run", bench=bench, mode=mode, data=data, sources=sources,
                           corpus={"path": corpus, "hash": file_hash(corpus)}, models=models_used(program, models))
 
 
