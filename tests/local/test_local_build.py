@@ -102,3 +102,13 @@ def test_a_working_build_is_neither_rebuilt_nor_mentioned(tmp_path, model):
     check = prepare_server(model, runner=lambda cmd, log: pytest.fail("no build expected"), say=said.append,
                            python=_fake_python(tmp_path, tmp_path))
     assert check.healed_after_signal is None and not check.built and said == []
+
+
+def test_the_build_reports_how_far_the_compiler_got(tmp_path):
+    """The build runs for minutes: its log's `[n/N]` steps reach the progress line while it runs."""
+    seen: list[tuple[str, float, float]] = []
+    script = "echo '[3/10] Building C object ggml.o'; sleep 1.6; echo '[10/10] Linking libllama.so'; sleep 1.6"
+    rc = lb._run_logged(["sh", "-c", script], tmp_path / "build.log", lambda *a: seen.append(a))
+    assert rc == 0 and ("llama-cpp-python", 3, 10) in seen and seen[-1] == ("llama-cpp-python", 10, 10)
+    assert (tmp_path / "build.log").read_text().startswith("triforge: sh -c")
+    assert lb.build_step(tmp_path / "absent.log") == (0, 0)

@@ -41,6 +41,8 @@ class _Display:
     def __call__(self, what: str, done: float, total: float) -> None:
         if total and what == "download":
             self.progress.note(f"part {int(done)} of {int(total)}")
+        elif total > 1 and what == "llama-cpp-python":
+            self.progress.note(f"compiled {int(done)} of {int(total)} files")
         elif total and total > 1:
             self.progress.note(f"{done / total:.0%} of {total / 1e6:,.0f} MB")
         elif not total:

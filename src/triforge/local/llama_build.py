@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -84,8 +85,8 @@ def pip_install_command(requirement: str = LLAMA_REQUIREMENT, *, force: bool = F
     applies. `force` reinstalls the binding over a present (crashing) build, leaving its dependencies.
     """
     name = requirement.split("[")[0].split(">")[0].split("=")[0].strip()
-    cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-cache-dir",
-           f"--no-binary={name}"]
+    cmd = [sys.executable, "-m", "pip", "install", "-v", "--disable-pip-version-check", "--no-cache-dir",
+           f"--no-binary={name}"]  # -v: the build's own output reaches the log (its progress, its errors)
     if force:
         cmd += ["--force-reinstall", "--no-deps"]
     return [*cmd, requirement]
@@ -129,11 +130,23 @@ def _run_logged(cmd: list[str], log: Path, progress: Progress = _quiet) -> int:
         f.write(f"triforge: {' '.join(cmd)}\ntriforge: CMAKE_ARGS={env.get('CMAKE_ARGS', '')}\n")
         f.flush()
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
-        t0 = time.monotonic()
-        while proc.poll() is None:  # the build takes minutes: report that it is alive
+        while proc.poll() is None:  # the build takes minutes: report how far the compiler got
             time.sleep(1.0)
-            progress("llama-cpp-python", time.monotonic() - t0, 0)
+            done, total = build_step(log)
+            progress("llama-cpp-python", done, total)
         return proc.returncode
+
+
+def build_step(log: Path) -> tuple[int, int]:
+    """The last `[n/N]` step the build system wrote to the log (0, 0 before the first)."""
+    try:
+        with log.open("rb") as f:
+            f.seek(max(0, f.seek(0, 2) - 8192))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return 0, 0
+    steps = re.findall(r"\[(\d+)/(\d+)\]", tail)
+    return (int(steps[-1][0]), int(steps[-1][1])) if steps else (0, 0)
 
 
 def _last_error_line(log: Path) -> str:
