@@ -112,3 +112,5 @@ def test_the_build_reports_how_far_the_compiler_got(tmp_path):
     assert rc == 0 and ("llama-cpp-python", 3, 10) in seen and seen[-1] == ("llama-cpp-python", 10, 10)
     assert (tmp_path / "build.log").read_text().startswith("triforge: sh -c")
     assert lb.build_step(tmp_path / "absent.log") == (0, 0)
+    (tmp_path / "make.log").write_text("[  4%] Building C object\n[ 37%] Building CXX object llama.o\n")
+    assert lb.build_step(tmp_path / "make.log") == (37, 100)

@@ -138,15 +138,16 @@ def _run_logged(cmd: list[str], log: Path, progress: Progress = _quiet) -> int:
 
 
 def build_step(log: Path) -> tuple[int, int]:
-    """The last `[n/N]` step the build system wrote to the log (0, 0 before the first)."""
+    """The last step the build system wrote to the log: ninja's `[n/N]`, or make's `[ p%]` as (p, 100);
+    (0, 0) before the first."""
     try:
         with log.open("rb") as f:
             f.seek(max(0, f.seek(0, 2) - 8192))
             tail = f.read().decode("utf-8", "replace")
     except OSError:
         return 0, 0
-    steps = re.findall(r"\[(\d+)/(\d+)\]", tail)
-    return (int(steps[-1][0]), int(steps[-1][1])) if steps else (0, 0)
+    steps = re.findall(r"\[\s*(\d+)(?:/(\d+)|%)\]", tail)
+    return (int(steps[-1][0]), int(steps[-1][1] or 100)) if steps else (0, 0)
 
 
 def _last_error_line(log: Path) -> str:
