@@ -87,4 +87,4 @@ def test_random_caps_on_the_bed_are_never_overshot(trial):
         return
     assert s["spent"]["search_rollouts"] <= budget
     if calls is not None:
-        assert s["spent"]["calls"]["task"] + s["spent"]["calls"]["reflection"] <= calls
+        assert s["search_calls"] <= calls

@@ -11,7 +11,8 @@ Graph prompts, first rule whose symptom appears in a failure:
   "never retrieved"             -> insert_before the module writing `query`: an entity extraction module
 Every `invalid_every`-th graph reply names a node that does not exist (to exercise rejection); a
 prompt matching no rule gets prose without JSON. Config prompts: when the feedback says "extra words",
-the instruction gains "Reply with only the short answer."; otherwise "Double-check the answer.".
+the instruction gains "Reply with only the short answer."; otherwise "Double-check the answer."
+(with `vary`, an attempt number is appended, so no two instructions are the same).
 """
 
 from __future__ import annotations
@@ -102,8 +103,8 @@ def propose_edits(prompt: str) -> dict[str, Any] | None:
 class SimReflection:
     """The scripted reflection model (an in-process LLM); `calls` counts what it was asked."""
 
-    def __init__(self, invalid_every: int = 3, alias: str = "sim-reflect") -> None:
-        self.alias, self.invalid_every = alias, invalid_every
+    def __init__(self, invalid_every: int = 3, alias: str = "sim-reflect", vary: bool = False) -> None:
+        self.alias, self.invalid_every, self.vary = alias, invalid_every, vary
         self.config = ModelConfig(model="sim-reflect", base_url="sim://")
         self.calls = 0
         self.graph_calls = 0
@@ -123,5 +124,7 @@ class SimReflection:
             current = re.search(r"Its current instruction:\n```\n(.*?)\n```", prompt, re.S)
             text = current.group(1) if current else ""
             extra = ("Reply with only the short answer." if "extra words" in prompt else "Double-check the answer.")
+            if self.vary:  # a new instruction every time, so every config proposal costs real rollouts
+                extra += f" (attempt {self.calls})"
             reply = f"<instruction>{text} {extra}</instruction>" if module else "?"
         return Completion(content=reply, usage=Usage(len(prompt) // 4, len(reply) // 4), model="sim-reflect")

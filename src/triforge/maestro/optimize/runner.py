@@ -110,6 +110,7 @@ def optimize(optimizer: str, task: Task, models: Models, reflection: LLM, settin
     refl = LedgerLLM(reflection, ledger, "reflection")
     log = RunLog(rd.path if rd else None)
     outcome = run_search(optimizer, task, rollouts, ledger, refl, settings, log, on_proposal)
+    search_calls = ledger.spent().total_calls
     ledger.capped = False  # the final test evaluation is outside the search's caps, and counted apart
     test_seed = rollouts.run(task.program, task.test, "test") if task.test else []
     test_best = rollouts.run(outcome.best, task.test, "test") if task.test else []
@@ -121,6 +122,7 @@ def optimize(optimizer: str, task: Task, models: Models, reflection: LLM, settin
         "max_calls": settings.max_calls, "seed": settings.seed, "n_train": len(task.train),
         "n_val": len(task.val), "n_test": len(task.test),
         "test_seed": _mean(test_seed), "test_best": _mean(test_best), "spent": spent.to_dict(),
+        "search_calls": search_calls,
         "proposals": len(log.proposals), "accepted": sum(p.child_id is not None for p in log.proposals),
         "wall_s": time.perf_counter() - t0, **outcome.extra,
     }

@@ -1,7 +1,8 @@
 """maestro's search: config steps and graph steps in alternation, under one ledger, until a stop condition.
 
 Stops: the rollout budget or the call cap (a reservation refused before anything is spent), the wall
-clock, `patience` proposals without a better best, or a stop file. `config-only` is the same search with
+clock, `patience` proposals without a better best, a stop file, a perfect validation score, or
+`max_proposals` (a backstop for searches whose every proposal is answered from results already run). `config-only` is the same search with
 the graph step off.
 """
 
@@ -42,6 +43,8 @@ def _stop_reason(st: SearchState, started: float, since_improve: int) -> str | N
         return f"time: {s.max_wall_s:g} s"
     if s.patience is not None and since_improve >= s.patience:
         return f"patience: {since_improve} proposals without a better best"
+    if st.pool.best().score >= 1.0:
+        return "perfect validation score"
     if st.proposals >= s.max_proposals:
         return f"max proposals: {s.max_proposals}"
     left = st.ledger.rollouts_left()
