@@ -42,7 +42,7 @@ class _Display:
         if total and what == "download":
             self.progress.note(f"part {int(done)} of {int(total)}")
         elif total > 1 and what == "llama-cpp-python":
-            self.progress.note(f"compiled {int(done)} of {int(total)} files")
+            self.progress.note(f"compiling {int(done)}/{int(total)}")
         elif total and total > 1:
             self.progress.note(f"{done / total:.0%} of {total / 1e6:,.0f} MB")
         elif not total:
