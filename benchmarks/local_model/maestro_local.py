@@ -1,0 +1,91 @@
+"""maestro, config-only and GEPA with the real local model on a fixed IFBench split (issue 21's measurement).
+
+NOT RUN YET: it takes hours of model time (the seed program took about 40 s per example on 2 cores).
+Run it in the background at low priority, after `triforge local install`:
+
+    nice -n 19 .venv/bin/python benchmarks/local_model/maestro_local.py [--budget 100] [--out runs/local-maestro]
+
+The local Qwen2.5-Coder-1.5B model is both the task and the reflection model. The split is fixed: the first
+20 train, 10 val and 30 test examples of IFBench's seeded splits (disjoint). Each optimizer runs into its own
+run directory with a response cache, one after the other; killing the script and starting it again replays
+what was done from the caches and goes on. After each optimizer the table is rewritten
+(benchmarks/results/local-model-maestro-DATE.{json,md}), so partial tables can be committed as they grow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+
+from smoke import machine
+
+from triforge.local.install import DEFAULT_MODEL, installed_model
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+TRIFORGE = [str(Path(sys.executable).with_name("triforge"))]
+OPTIMIZERS = ("maestro", "config-only", "gepa")
+LIMITS = "20,10,30"
+
+
+def run(optimizer: str, out: Path, budget: int) -> int:
+    cmd = [*TRIFORGE, "maestro", "optimize", "--bench", "ifbench", "--model", "local", "--optimizer", optimizer,
+           "--budget", str(budget), "--limits", LIMITS, "--jobs", "1", "--minibatch", "3", "--seed", "0",
+           "--out", str(out / optimizer)]
+    return subprocess.run(cmd, check=False).returncode
+
+
+def split_ids() -> dict[str, list[str]]:
+    from triforge.maestro.bench import open_benchmark
+
+    b = open_benchmark("ifbench")
+    n = dict(zip(("train", "val", "test"), map(int, LIMITS.split(",")), strict=True))
+    return {s: [e.id for e in b.examples(s)[: n[s]]] for s in n}
+
+
+def table(out: Path, budget: int) -> None:
+    rows = []
+    for opt in OPTIMIZERS:
+        p = out / opt / "results.json"
+        if p.is_file():
+            rows.append(json.loads(p.read_text())["summary"])
+    model = installed_model()
+    day = date.today().isoformat()
+    payload = {"date": day, "machine": machine(), "model_file": model.name if model else None,
+               "model_sha256": DEFAULT_MODEL.sha256 if model and model.name == DEFAULT_MODEL.name else None,
+               "budget": budget, "split": split_ids(), "rows": rows}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"local-model-maestro-{day}.json").write_text(json.dumps(payload, indent=1))
+    from triforge.cli.maestro_optimize import compare_table
+
+    md = [f"# maestro with the real local model on IFBench ({day})", "",
+          f"- model: `{payload['model_file']}`, SHA-256 `{payload['model_sha256']}` (task and reflection model)",
+          f"- split: the first {LIMITS} (train, val, test) examples of the seeded splits; ids in the JSON file",
+          f"- budget: {budget} rollouts (train + val) per optimizer; small-model evidence only",
+          f"- optimizers finished: {len(rows)} of {len(OPTIMIZERS)}", "", compare_table(rows) if rows else "(none yet)"]
+    (RESULTS / f"local-model-maestro-{day}.md").write_text("\n".join(md) + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget", type=int, default=100)
+    ap.add_argument("--out", default="runs/local-maestro")
+    ap.add_argument("--report-only", action="store_true")
+    args = ap.parse_args()
+    out = Path(args.out)
+    os.environ.setdefault("TRIFORGE_LOCAL_TOOLS", "text")
+    if hasattr(os, "nice"):
+        os.nice(max(0, 19 - os.nice(0)))
+    for opt in OPTIMIZERS:
+        if not args.report_only and run(opt, out, args.budget) != 0:
+            print(f"{opt} stopped (see above); run the script again to resume", file=sys.stderr)
+            break
+        table(out, args.budget)
+
+
+if __name__ == "__main__":
+    main()
