@@ -1,12 +1,15 @@
 """CP-Bench harness speed: every reference on every instance, and the cost of grading one solution.
 
     .venv/bin/python benchmarks/cpbench_refs.py --data ../shared/data/dcp-bench-open [--jobs 2]
-        [--instances all|default] [--skip-refs] [--out benchmarks/results]
+        [--instances all|default] [--skip-refs] [--corpus tests/cpagent/corpus | --no-corpus] [--corpus-only]
+        [--out benchmarks/results]
 
 Part 1 runs the references (the same runner as `triforge cpagent refs`) and reports the wall time,
 failures and the slowest runs. Part 2 grades each problem's reference solution (default instance)
 with fix-and-solve, warm (forked from a server with cpmpy imported) and cold (a fresh interpreter per
-check), and reports p50/p90. Writes cpbench-refs-<date>.json and .md under --out.
+check), and reports p50/p90. Part 3 does the same on the test corpus of new problems (every instance; most
+of its references are read by probing), one solution per grading call. Writes cpbench-refs-<date>.json and
+.md under --out (cpbench-corpus-<date> with --corpus-only).
 """
 
 from __future__ import annotations
@@ -90,6 +93,37 @@ def bench_grading(problems: list, refs: dict[str, RefResult]) -> dict:
     return out
 
 
+def bench_corpus(corpus: Path, jobs: int) -> dict:
+    """Grading time per solution on the new-problem corpus: each instance's reference output, one per call."""
+    problems = load_dataset(corpus)
+    refs = {(r.problem_id, r.instance): r for r in run_references(problems, jobs=jobs)}
+    out: dict[str, dict] = {}
+    for mode in ("warm", "cold"):
+        os.environ["TRIFORGE_CPBENCH_WARM"] = "1" if mode == "warm" else "0"
+        times: dict[str, float] = {}
+        verdicts: dict[str, str] = {}
+        probed = 0
+        for p in problems:
+            for k in range(p.n_instances):
+                ref = refs[(p.id, k)]
+                if not ref.ok:
+                    verdicts[f"{p.id}#{k}"] = f"reference {ref.status}"
+                    continue
+                t0 = time.perf_counter()
+                (v,) = grade_solutions(p, [ref.solution], k, reference=ref)
+                times[f"{p.id}#{k}"] = time.perf_counter() - t0
+                verdicts[f"{p.id}#{k}"] = v.verdict
+                probed += any("probing" in n for n in v.notes)
+        xs = list(times.values())
+        out[mode] = {"problems": len(problems), "n": len(xs), "read_by_probing": probed, "p50_s": _pct(xs, 0.5),
+                     "p90_s": _pct(xs, 0.9), "max_s": max(xs, default=0.0),
+                     "mean_s": statistics.fmean(xs) if xs else 0.0,
+                     "not_correct": sorted(k for k, v in verdicts.items() if v != "correct"),
+                     "slowest": sorted(times.items(), key=lambda kv: -kv[1])[:5]}
+    os.environ.pop("TRIFORGE_CPBENCH_WARM", None)
+    return out
+
+
 def render_md(rep: dict) -> str:
     lines = [f"# CP-Bench harness benchmark ({rep['date']})", "",
              f"Machine: {rep['machine']}; load average at start {rep['loadavg_start']}, at end {rep['loadavg_end']} "
@@ -115,18 +149,36 @@ def render_md(rep: dict) -> str:
             lines.append(f"| {mode} | {d['n']} | {d['p50_s']:.3f} | {d['p90_s']:.3f} | {d['max_s']:.3f} | "
                          f"{d['mean_s']:.3f} | {', '.join(d['not_correct']) or '-'} |")
         lines.append("")
+    if c := rep.get("corpus_grading"):
+        lines += [f"## Grading one solution on the new-problem corpus ({rep['corpus']})", "",
+                  "Every instance's reference output, one solution per grading call (checks share no subprocess).", "",
+                  "| mode | problems | solutions | read by probing | p50 s | p90 s | max s | mean s | not correct |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for mode, d in c.items():
+            lines.append(f"| {mode} | {d['problems']} | {d['n']} | {d['read_by_probing']} | {d['p50_s']:.3f} | "
+                         f"{d['p90_s']:.3f} | {d['max_s']:.3f} | {d['mean_s']:.3f} | "
+                         f"{', '.join(d['not_correct']) or '-'} |")
+        lines.append("")
     return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", required=True)
+    ap.add_argument("--data", help="DCP-Bench-Open checkout (needed unless --corpus-only)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--instances", choices=("all", "default"), default="all")
     ap.add_argument("--problem", action="append", default=None)
     ap.add_argument("--skip-refs", action="store_true", help="only the grading part (runs default refs first)")
+    ap.add_argument("--corpus", default=str(Path(__file__).parents[1] / "tests" / "cpagent" / "corpus"),
+                    help="new-problem corpus (DCP-Bench-Open layout) for part 3")
+    ap.add_argument("--no-corpus", action="store_true", help="skip part 3")
+    ap.add_argument("--corpus-only", action="store_true", help="only part 3")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()
+    if args.corpus_only:
+        return corpus_only(args)
+    if not args.data:
+        ap.error("--data is needed (or --corpus-only)")
     problems = load_dataset(args.data, args.problem)
     rep: dict = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
                  "machine": f"{platform.node()} {os.cpu_count()} cores, {platform.python_version()}",
@@ -149,10 +201,34 @@ def main() -> None:
     rep["grading"] = bench_grading(problems, refs)
     for mode, d in rep["grading"].items():
         print(f"grading {mode}: p50 {d['p50_s']:.3f} s, p90 {d['p90_s']:.3f} s over {d['n']}", flush=True)
+    if not args.no_corpus:
+        rep["corpus"], rep["corpus_grading"] = args.corpus, bench_corpus(Path(args.corpus), args.jobs)
+        _print_corpus(rep["corpus_grading"])
     rep["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     (out / f"{stem}.json").write_text(json.dumps(rep, indent=1))
     (out / f"{stem}.md").write_text(render_md(rep))
     print(f"wrote {out / stem}.json and .md")
+
+
+def _print_corpus(c: dict) -> None:
+    for mode, d in c.items():
+        print(f"corpus grading {mode}: p50 {d['p50_s']:.3f} s, p90 {d['p90_s']:.3f} s over {d['n']} "
+              f"({d['read_by_probing']} read by probing; not correct: {d['not_correct'] or 'none'})", flush=True)
+
+
+def corpus_only(args: argparse.Namespace) -> None:
+    rep: dict = {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                 "machine": f"{platform.node()} {os.cpu_count()} cores, {platform.python_version()}",
+                 "loadavg_start": [round(x, 2) for x in os.getloadavg()], "jobs": args.jobs, "corpus": args.corpus}
+    rep["corpus_grading"] = bench_corpus(Path(args.corpus), args.jobs)
+    _print_corpus(rep["corpus_grading"])
+    rep["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"cpbench-corpus-{datetime.now(UTC):%Y-%m-%d}"
+    stem.with_suffix(".json").write_text(json.dumps(rep, indent=1))
+    stem.with_suffix(".md").write_text(render_md(rep))
+    print(f"wrote {stem}.json and .md")
 
 
 if __name__ == "__main__":

@@ -193,3 +193,35 @@ def test_positions_lists_must_be_increasing_positions(corpus, corpus_refs):
     v = grade_solutions(p, cands, 1, reference=ref, cache=cache)
     assert [x.verdict for x in v] == ["incorrect"] * 5, [(x.verdict, x.reasons) for x in v]
     assert "increasing positions" in v[0].reasons[0] and "not optimal" in v[3].reasons[0]
+
+
+UNREADABLE = {
+    # A string built from several variables: no single expression explains it.
+    "u_route_string": ('"""Visit 0..3 in the order a permutation fixes: start 0, then 2, then 1, then 3."""\n'
+                       "import json\n\nimport cpmpy as cp\n\n"
+                       'order = cp.intvar(0, 3, shape=4, name="order")\n'
+                       "model = cp.Model(cp.AllDifferent(order), order[0] == 0, order[1] == 2, order[2] == 1)\n"
+                       "model.solve()\n"
+                       'print(json.dumps({"route": "->".join(str(v) for v in order.value())}))\n'),
+    # Output code that fails on almost every value of the variable's domain.
+    "u_fragile_lookup": ('"""Pick the first of two names."""\nimport json\n\nimport cpmpy as cp\n\n'
+                         'names = ["ann", "bob"]\nx = cp.intvar(0, 999, name="x")\n'
+                         "model = cp.Model(x == 0)\nmodel.solve()\n"
+                         'print(json.dumps({"name": names[x.value()]}))\n'),
+}
+
+
+def test_a_reference_that_cannot_be_read_gives_error_never_incorrect(tmp_path):
+    for pid, body in UNREADABLE.items():
+        folder = tmp_path / "dataset" / pid
+        folder.mkdir(parents=True)
+        (folder / f"{pid}.cpmpy.py").write_text("# Category: test\n" + body)
+        (folder / f"{pid}.json").write_text("[]")
+    probs = {p.id: p for p in load_dataset(tmp_path)}
+    cache = RefCache(tmp_path / "cache")
+    route = probs["u_route_string"]
+    right, wrong = grade_solutions(route, [{"route": "0->2->1->3"}, {"route": "0->1->2->3"}], 0, cache=cache)
+    assert right.correct, right.reasons
+    assert wrong.verdict == "error" and "cannot tell which model expression" in wrong.reasons[0], wrong.reasons
+    (v,) = grade_solutions(probs["u_fragile_lookup"], [{"name": "bob"}], 0, cache=cache)
+    assert v.verdict == "error" and "could not be read" in v.reasons[0] and "IndexError" in v.reasons[0], v.reasons

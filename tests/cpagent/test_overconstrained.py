@@ -51,7 +51,8 @@ def test_every_entry_matches_its_reference(problems):
 
 def test_bool_or_01_alternatives_accepted_only_when_lifted(problems, refs):
     """For each listed key, the reference's own answer written the other way (0/1 for booleans, or
-    booleans for 0/1) is valid for the text: accepted as stated, rejected by the unrelaxed reference."""
+    booleans for 0/1) is valid for the text: accepted as stated, rejected by the unrelaxed reference read
+    with strict types (by default 0/1 reads as booleans wherever the reference prints booleans)."""
     typed = {pid: keys for pid in all_relaxations() if (keys := overconstrained.bool_or_01_keys(pid))}
     assert len(typed) == 9
     for pid, keys in typed.items():
@@ -60,7 +61,7 @@ def test_bool_or_01_alternatives_accepted_only_when_lifted(problems, refs):
         assert json.dumps(alt) != json.dumps(ref.solution), pid
         bad = {k: (_first_to_two(v) if k in keys else v) for k, v in ref.solution.items()}
         lifted = grade_solutions(p, [alt, bad], 0, reference=ref)
-        strict = grade_solutions(p, [alt], 0, reference=ref, relax=False)[0]
+        strict = grade_solutions(p, [alt], 0, reference=ref, relax=False, strict_types=True)[0]
         assert lifted[0].correct, (pid, lifted[0].reasons)
         assert lifted[1].verdict == "incorrect", (pid, "a 2 is neither a boolean nor 0/1")
         assert strict.verdict == "incorrect" and "expected" in strict.reasons[0], pid
