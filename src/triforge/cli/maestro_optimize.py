@@ -73,12 +73,12 @@ def _settings(budget: int, max_calls: int | None, seed: int, minibatch: int, pat
 
 
 def _progress(budget: int) -> Any:
-    def show(prop: Any, st: Any) -> None:
-        sp = st.ledger.spent()
+    def show(prop: Any, ledger: Any, best: float) -> None:
+        sp = ledger.spent()
         val = f" val {prop.val_score:.3f}" if prop.val_score is not None else ""
         console.print(f"[{prop.index:>3}] {prop.step:<6} {prop.move:<11} {prop.module or '':<16} "
                       f"{prop.verdict[:60]}{val} | rollouts {sp.search_rollouts}/{budget} calls {sp.total_calls} "
-                      f"best {st.pool.best().score:.3f}", highlight=False, soft_wrap=True)
+                      f"best {best:.3f}", highlight=False, soft_wrap=True, markup=False)
     return show
 
 
@@ -102,7 +102,7 @@ def _run_one(optimizer: str, task: Any, model: str | None, base_url: str | None,
     try:
         with context.use(cache=rc, limits=context.EndpointLimits()):
             return optimize(optimizer, task, pool, reflection, settings, out, describe_models=described, jobs=jobs,
-                            on_proposal=_progress(settings.budget))
+                            progress=_progress(settings.budget))
     finally:
         if rc is not None:
             rc.close()

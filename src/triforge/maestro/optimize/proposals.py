@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ class RunLog:
         self.path = path
         self.proposals: list[Proposal] = []
         self.curve: list[tuple[int, float]] = []  # (search rollouts, best validation score)
+        self.on_add: Callable[[Proposal], None] | None = None  # progress on the terminal
         if path is not None:
             path.mkdir(parents=True, exist_ok=True)
             (path / "proposals.jsonl").write_text("", encoding="utf-8")  # a resume replays the log from the start
@@ -63,6 +65,11 @@ class RunLog:
         if self.path is not None:
             with (self.path / "proposals.jsonl").open("a", encoding="utf-8") as f:
                 f.write(prop.to_json() + "\n")
+        if self.on_add is not None:
+            self.on_add(prop)
 
     def point(self, rollouts: int, best: float) -> None:
         self.curve.append((rollouts, round(best, 6)))
+
+    def best(self) -> float:
+        return self.curve[-1][1] if self.curve else 0.0

@@ -13,7 +13,7 @@ from typing import Any
 from triforge.core.errors import EndpointError
 from triforge.maestro.benchmarks.base import Example
 from triforge.maestro.evaluate import ExampleResult, Metric, evaluate
-from triforge.maestro.executor import Models, Retriever, model_for
+from triforge.maestro.executor import Models, NodeError, Retriever, model_for
 from triforge.maestro.optimize.ledger import Ledger, LedgerLLM
 from triforge.maestro.program import Program
 
@@ -79,10 +79,9 @@ class Rollouts:
                 if not calls:
                     continue
                 try:
-                    alias = getattr(program.node(t["node"]), "model", None)
-                except KeyError:
-                    alias = None
-                cfg = self.models(alias).config
+                    cfg = self.models(getattr(program.node(t["node"]), "model", None)).config
+                except (KeyError, NodeError):  # a node or alias that is gone: nothing to price it with
+                    continue
                 total += sum(cfg.cost_usd(int(c.get("input_tokens") or 0), int(c.get("output_tokens") or 0))
                              for c in calls)
         return total / len(results)

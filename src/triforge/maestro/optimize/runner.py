@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from triforge.core.errors import UserError
+from triforge.core.errors import EndpointError, UserError
 from triforge.core.llm import LLM
 from triforge.core.rundir import RunDir, write_json_atomic
 from triforge.maestro.benchmarks.base import Example
@@ -27,7 +27,7 @@ from triforge.maestro.optimize.edits import EditError, typecheck
 from triforge.maestro.optimize.ledger import Ledger, LedgerLLM
 from triforge.maestro.optimize.proposals import Proposal, RunLog
 from triforge.maestro.optimize.report import report_html, report_md
-from triforge.maestro.optimize.rollouts import Rollouts
+from triforge.maestro.optimize.rollouts import EndpointDown, Rollouts
 from triforge.maestro.optimize.search import SearchOutcome, search
 from triforge.maestro.optimize.state import OptimizeSettings, SearchState
 from triforge.maestro.program import Program
@@ -91,7 +91,9 @@ def run_search(optimizer: str, task: Task, rollouts: Rollouts, ledger: Ledger, r
 
 def optimize(optimizer: str, task: Task, models: Models, reflection: LLM, settings: OptimizeSettings,
              out: str | Path | None, *, describe_models: dict[str, Any] | None = None, jobs: int = 8,
-             on_proposal: Callable[[Proposal, SearchState], None] | None = None) -> dict[str, Any]:
+             on_proposal: Callable[[Proposal, SearchState], None] | None = None,
+             progress: Callable[[Proposal, Ledger, float], None] | None = None) -> dict[str, Any]:
+    """Run one optimizer; `progress(proposal, ledger, best validation score)` is called for every logged proposal."""
     if optimizer not in OPTIMIZERS:
         raise UserError(f"unknown optimizer {optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
     try:
@@ -109,7 +111,14 @@ def optimize(optimizer: str, task: Task, models: Models, reflection: LLM, settin
     rollouts = Rollouts(task.metric, models, ledger, retrievers=task.retrievers, jobs=jobs)
     refl = LedgerLLM(reflection, ledger, "reflection")
     log = RunLog(rd.path if rd else None)
-    outcome = run_search(optimizer, task, rollouts, ledger, refl, settings, log, on_proposal)
+    if progress is not None:
+        log.on_add = lambda prop: progress(prop, ledger, log.best())
+    try:
+        outcome = run_search(optimizer, task, rollouts, ledger, refl, settings, log, on_proposal)
+    except EndpointError as e:
+        if isinstance(e, EndpointDown):
+            raise
+        raise EndpointDown(f"{e}; re-run the same command to resume from the response cache") from e
     search_calls = ledger.spent().total_calls
     ledger.capped = False  # the final test evaluation is outside the search's caps, and counted apart
     test_seed = rollouts.run(task.program, task.test, "test") if task.test else []

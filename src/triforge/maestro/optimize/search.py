@@ -13,14 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from triforge.core.errors import BudgetExceeded, UserError
+from triforge.core.errors import BudgetExceeded, EndpointError, UserError
 from triforge.maestro.benchmarks.base import Example
 from triforge.maestro.optimize.config_step import config_step
 from triforge.maestro.optimize.graph_step import graph_step
 from triforge.maestro.optimize.ledger import Ledger, LedgerLLM
 from triforge.maestro.optimize.pareto import Pool
 from triforge.maestro.optimize.proposals import Proposal, RunLog
-from triforge.maestro.optimize.rollouts import Rollouts
+from triforge.maestro.optimize.rollouts import EndpointDown, Rollouts
 from triforge.maestro.optimize.state import OptimizeSettings, SearchState
 from triforge.maestro.program import Program
 
@@ -86,6 +86,10 @@ def search(program: Program, train: list[Example], val: list[Example], rollouts:
             stop, prop = str(e), st.current
             if prop is not None:
                 prop.verdict = f"stopped: {e}"
+        except EndpointError as e:  # the reflection endpoint (the task's is caught in Rollouts)
+            if isinstance(e, EndpointDown):
+                raise
+            raise EndpointDown(f"{e}; re-run the same command to resume from the response cache") from e
         if prop is None:
             stop = stop or "nothing to propose: the program has no llm module and the graph step is off"
             break
