@@ -258,8 +258,8 @@ def profile_all(tasks: list[str], out_dir: Path | None = None) -> dict:
 
 def report(src: Path, dest: Path) -> None:
     """Merge the modes' JSON files from a device run into one dated results file pair (json + md)."""
-    parts = {m: json.loads((src / f"{m}.json").read_text()) for m in ("planted", "speed", "bench", "profile")
-             if (src / f"{m}.json").exists()}
+    parts = {m: json.loads((src / f"{m}.json").read_text())
+             for m in ("planted", "adversarial", "worker", "speed", "bench", "profile") if (src / f"{m}.json").exists()}
     for m in ("bench", "profile"):
         if m not in parts and (src / f"{m}.partial.json").exists():
             parts[m] = json.loads((src / f"{m}.partial.json").read_text())
@@ -280,6 +280,23 @@ def report(src: Path, dest: Path) -> None:
         for r in parts["planted"]["rows"]:
             why = (r["reasons"][0] if r["reasons"] else "").replace("|", "/").replace("\n", " ")[:140]
             md.append(f"| {r['task']} | {r['name']} | {r['kind']} | {r['verdict']} | {'yes' if r['ok'] else 'NO'} | {why} |")
+    if "adversarial" in parts:
+        md += ["", "## Adversarial corpus (tests/astra/adversarial.py)", "", "| class | right / cases |", "|---|---|"]
+        for k, b in parts["adversarial"]["summary"].items():
+            md.append(f"| {k} | {b['right']} / {b['cases']} |")
+        md += ["", "| class | case | expected | verdict | right | first reason |", "|---|---|---|---|---|---|"]
+        for r in parts["adversarial"]["rows"]:
+            why = (r["reasons"][0] if r["reasons"] else "").replace("|", "/").replace("\n", " ")[:160]
+            md.append(f"| {r['class']} | {r['name']} | {r['expect']} | {r['verdict']} | {'yes' if r['ok'] else 'NO'} | {why} |")
+    if "worker" in parts:
+        w = parts["worker"]
+        md += ["", "## The long-lived worker path (silu_and_mul baseline, full check with timing)", "",
+               f"- worker process start: {w['worker_start_s']:.2f} s; first check (torch import, CUDA context, baseline "
+               f"compile): {w['first_check_s']:.2f} s; later checks p50 {w['warm_p50_s']:.2f} s "
+               f"(oracle {w['parts'][-1]['oracle_s']:.2f} s over {w['parts'][-1]['checks']} input sets, timing "
+               f"{w['parts'][-1]['timing_s']:.2f} s, compile cached).",
+               f"- the same check as one CLI process: {w['cli_check_s']:.2f} s (exit {w['cli_exit']}); importing the CLI: "
+               f"{w['cli_import_s']:.2f} s."]
     if "speed" in parts:
         sp = parts["speed"]
         md += ["", "## Speed", "", f"- NVRTC compile, cache off: p50 {sp['compile_big_p50_s']:.3f} s for a "
@@ -295,13 +312,19 @@ def report(src: Path, dest: Path) -> None:
             md.append(f"| {x['task']} | {x['shape']} | {x['us']:.2f} | {100 * x['aa_spread']:.2f}% |")
     if "bench" in parts:
         md += ["", "## Comparators (bf16, L2 flushed, median of interleaved runs)", "",
-               "| task | shape | comparator | us | graph us | GB/s | of copy BW | vs baseline | verified |",
-               "|---|---|---|---|---|---|---|---|---|"]
+               "Noise: the A/A spread of the baseline timed twice on the shape (cold: fresh inputs, L2 flushed; graph: "
+               "CUDA-graph replay, warm L2, same inputs). `~` marks a speedup within three times the noise.", "",
+               "| task | shape | comparator | us | vs baseline | noise | graph us | graph vs | graph noise | GB/s | of copy BW | verified |",
+               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for t, d in parts["bench"]["tasks"].items():
             for r in d.get("rows", []):
-                g = r.get("graph_us")
-                md.append(f"| {t} | {r['shape']} | {r['comparator']} | {r['median_us']:.2f} | {g if g is None else f'{g:.2f}'} | "
-                          f"{r['gbs']:.0f} | {100 * r['copy_fraction']:.0f}% | {r['speedup_vs_baseline']:.2f}x | {r['verified'][:40]} |")
+                g, gs = r.get("graph_us"), r.get("graph_speedup")
+                md.append(f"| {t} | {r['shape']} | {r['comparator']} | {r['median_us']:.2f} | "
+                          f"{r['speedup_vs_baseline']:.2f}x{' ~' if r.get('within_noise') else ''} | "
+                          f"{100 * r.get('aa_spread', 0):.2f}% | {g if g is None else f'{g:.2f}'} | "
+                          f"{'-' if gs is None else f'{gs:.2f}x'}{' ~' if r.get('graph_within_noise') else ''} | "
+                          f"{100 * (r.get('graph_aa_spread') or 0):.2f}% | "
+                          f"{r['gbs']:.0f} | {100 * r['copy_fraction']:.0f}% | {r['verified'][:40]} |")
             for n in d.get("notes", []):
                 md.append(f"| {t} | | note: {n} | | | | | | |")
         cbs = [d["copy_gbs"] for d in parts["bench"]["tasks"].values() if d.get("copy_gbs")]
