@@ -236,7 +236,8 @@ def _read_json(path: Path) -> dict[str, Any]:
 def _header_html(run_dir: Path, spans: list[dict[str, Any]]) -> str:
     """What ran (task or problem, model) and how it ended (grade or status), from the run's own files."""
     cfg, res = _read_json(run_dir / "config.json"), _read_json(run_dir / "results.json")
-    model = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
+    raw = cfg.get("model")
+    model = raw if isinstance(raw, dict) else {"alias": raw} if isinstance(raw, str) else {}
     if not model:
         llm = next((s.get("attributes", {}) for s in spans if s.get("kind") == "llm"), {})
         model = {"alias": llm.get("triforge.model_alias"), "model": llm.get("gen_ai.request.model")}
