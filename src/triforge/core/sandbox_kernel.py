@@ -82,6 +82,8 @@ class KernelProcess:
         self.writable: list[str] | None = None
         self._lifeline: int | None = None
         self._pidfd: int | None = None
+        self._ns_init: int | None = None
+        self.isolation_reaper = False
         self.isolation: Isolation | None = None
         self._killed = False
         _LIVE.add(self)
@@ -89,7 +91,10 @@ class KernelProcess:
             self._launch()
             self._handshake(startup_timeout)
             self.kernel_pid = self._find_kernel_pid()
-            self._own = {self.popen.pid, self.kernel_pid, psutil.Process(self.kernel_pid).ppid()}
+            parent = psutil.Process(self.kernel_pid).ppid()
+            self._own = {self.popen.pid, self.kernel_pid, parent}
+            # PID 1 of the kernel's namespace: killing it takes every process of the namespace at once
+            self._ns_init = parent if parent != os.getpid() and self.isolation_reaper else None
             self.isolation = verify(self.kernel_pid, self.cgroups, limits.cpu_seconds, self.mechanism.name)
             policy = limits.policy()
             gaps = self.isolation.gaps(policy.network, not policy.hide_home) if policy.enabled else []
@@ -127,6 +132,7 @@ class KernelProcess:
         self.iopub = self._socket(zmq.SUB, f"ipc://{base}-{_PORTS['iopub_port']}")
         self.iopub.setsockopt(zmq.SUBSCRIBE, b"")
         env = kernel_env(self.limits, self.runtime)
+        self.isolation_reaper = bool(spec["reaper"])
         if not spec["reaper"]:  # ipykernel then watches its parent itself
             env["JPY_PARENT_PID"] = str(os.getpid())
         try:
@@ -379,6 +385,11 @@ class KernelProcess:
             return
         self._killed = True
         if self.popen is not None:
+            if self._ns_init is not None:
+                try:
+                    os.kill(self._ns_init, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
             members = self.members()
             for pid in [self.popen.pid, *members]:
                 try:

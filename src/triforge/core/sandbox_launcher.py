@@ -85,6 +85,9 @@ def _confine_filesystem(fs: dict) -> None:
     attr_rdonly = 0x1
     cover = {p: mode for p, mode in fs.get("cover", {}).items() if os.path.isdir(p)}
     keep = [(p, False) for p in fs.get("keep_ro", [])] + [(p, True) for p in fs.get("keep_rw", [])]
+    for path, rw in keep:
+        if rw and not os.path.exists(path):  # a writable place that is not there: nothing to bind
+            raise FileNotFoundError(2, "writable path missing", path)
     keep = [(p, rw) for p, rw in keep if os.path.exists(p)]
     fds = {p: os.open(p, os.O_PATH | os.O_CLOEXEC) for p, _ in keep}
     for path in cover:

@@ -98,6 +98,44 @@ def run_isolated(
         shutil.rmtree(runtime, ignore_errors=True)
 
 
+class IsolatedProcess:
+    """A long-lived process under the policy (a warm server, a worker): `popen` to talk to it, `close` to end it.
+
+    Its one writable host place is `workdir`: hand it files there. Killing its process group (or
+    `close`) takes the whole PID namespace with it.
+    """
+
+    def __init__(self, argv: Sequence[str], *, workdir: str | Path, policy: IsolationPolicy | None = None,
+                 limits: proc.ProcLimits | None = None, env: Mapping[str, str] | None = None,
+                 **popen_options: object) -> None:
+        self.policy = policy or IsolationPolicy.from_env()
+        self.workdir = Path(workdir).resolve()
+        limits = limits or proc.ProcLimits()
+        self._runtime = Path(tempfile.mkdtemp(prefix=f"tfk-{os.getpid()}-srv-"))
+        self._cgroups = CgroupSet(limits.max_processes, limits.memory_mb) if self.policy.enabled else None
+        try:
+            launch = plan(self.policy, self._runtime / "spec.json", writable=[str(self.workdir)])
+            spec = {**launch.spec, "cgroups": [str(p) for p in self._cgroups.dirs.values()] if self._cgroups else [],
+                    "rlimits": _rlimits(limits), "cwd": str(self.workdir), "exec_argv": list(argv)}
+            (self._runtime / "spec.json").write_text(json.dumps(spec))
+            self.popen = subprocess.Popen(launch.argv, cwd=self.workdir, start_new_session=True,
+                                          env=scrubbed_env(self.workdir) if env is None else dict(env),
+                                          **popen_options)  # type: ignore[call-overload]
+        except BaseException:
+            self.close()
+            raise
+        self.isolation = verified(self.policy).confinement() if self.policy.enabled else "NOT isolated (turned off)"
+
+    def close(self) -> None:
+        popen = getattr(self, "popen", None)
+        if popen is not None:
+            proc.kill_group(popen.pid)
+            popen.wait()
+        if self._cgroups is not None:
+            self._cgroups.destroy()
+        shutil.rmtree(self._runtime, ignore_errors=True)
+
+
 @functools.cache
 def verified(policy: IsolationPolicy) -> Isolation:
     """What `policy` holds for a one-shot program here, read back from /proc of a live one (once per process)."""
