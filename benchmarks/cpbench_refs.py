@@ -169,7 +169,7 @@ def main() -> None:
     ap.add_argument("--instances", choices=("all", "default"), default="all")
     ap.add_argument("--problem", action="append", default=None)
     ap.add_argument("--skip-refs", action="store_true", help="only the grading part (runs default refs first)")
-    ap.add_argument("--corpus", default=str(Path(__file__).parents[1] / "tests" / "cpagent" / "corpus"),
+    ap.add_argument("--corpus", default=os.path.relpath(Path(__file__).parents[1] / "tests" / "cpagent" / "corpus"),
                     help="new-problem corpus (DCP-Bench-Open layout) for part 3")
     ap.add_argument("--no-corpus", action="store_true", help="skip part 3")
     ap.add_argument("--corpus-only", action="store_true", help="only part 3")

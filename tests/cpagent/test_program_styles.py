@@ -154,3 +154,18 @@ def test_run_errors_keep_the_submissions_line_and_name_missing_cpmpy_apis(proble
     v = _grade(problems, tmp_path, "appointment_scheduling", bad, cache=cache)[0]
     line = bad.splitlines().index("for j in range(n_slots)") + 1
     assert v.verdict == "error" and f"syntax error at line {line} of the submission" in v.reasons[0], v.reasons
+
+
+def test_grade_cli_strict_types_refuses_0_1_that_the_default_reads_as_booleans(cpbench_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from triforge.cli.cpagent import app
+
+    sub = tmp_path / "appointments.py"
+    sub.write_text(APPOINTMENTS.replace("EXTRA", ""))
+    args = ["grade", "--data", str(cpbench_dir), "--problem", "appointment_scheduling", "--submission", str(sub)]
+    lenient = CliRunner().invoke(app, args)
+    assert lenient.exit_code == 0, lenient.output
+    assert "0/1 read as booleans for x" in lenient.output
+    strict = CliRunner().invoke(app, [*args, "--strict-types"])
+    assert strict.exit_code == 1 and "expected boolean" in strict.output, strict.output
