@@ -94,3 +94,37 @@ def test_an_edit_outside_the_trust_region_is_rejected_before_it_runs():
     prop = graph_step(st)
     assert "outside the trust region" in prop.verdict and prop.child_scores == []
     assert st.ledger.spent().search_rollouts == spent + len(prop.minibatch_ids)  # only the parent's minibatch
+
+
+def agent_tool(question: str, project_prompt: str) -> str:
+    """An agent run as a tool: it answers right only when its prompt tells it to be careful."""
+    return "yes" if "careful" in project_prompt else "no"
+
+
+class CarefulReflection:
+    alias = "r"
+    config = SimLM().config
+
+    def complete(self, messages, **kw):
+        from triforge.core.llm import Completion
+
+        assert "Solve it." in messages[-1]["content"]  # it is shown the tool's current prompt
+        return Completion("<instruction>Solve it. Be careful.</instruction>")
+
+
+def test_a_tool_modules_prompt_argument_is_rewritten_like_an_instruction(tmp_path):
+    from triforge.maestro.benchmarks.base import Example, MetricResult
+    from triforge.maestro.program import Program, ProgramBuilder
+
+    b = ProgramBuilder("agent", inputs=["question"], outputs=["answer"])
+    b.tool("agent", "test_optimize_steps:agent_tool", inputs=["question"], outputs=["answer"],
+           args={"project_prompt": "Solve it."})
+    examples = [Example(f"q{i}", {"question": f"q{i}"}, {}) for i in range(12)]
+
+    def metric(ex, run):
+        return MetricResult(float(run.outputs.get("answer") == "yes"), "the answer must be yes")
+
+    task = Task("toy", b.build(), examples[:6], examples[6:9], examples[9:], metric)
+    s = optimize("config-only", task, SimLM(), CarefulReflection(), OptimizeSettings(budget=40), tmp_path, jobs=1)
+    assert s["test_best"] == 1.0 and s["test_seed"] == 0.0
+    assert Program.load(tmp_path / "best_program.json").node("agent").args["project_prompt"] == "Solve it. Be careful."

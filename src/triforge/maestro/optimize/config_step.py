@@ -12,7 +12,7 @@ from typing import Any
 
 from triforge.maestro.benchmarks.base import Example
 from triforge.maestro.evaluate import ExampleResult
-from triforge.maestro.nodes import LLMNode
+from triforge.maestro.nodes import LLMNode, Node, ToolNode
 from triforge.maestro.optimize.pareto import Candidate
 from triforge.maestro.optimize.proposals import Proposal, program_diff
 from triforge.maestro.optimize.reflect import ReplyError, instruction_prompt, parse_instruction
@@ -26,8 +26,34 @@ def llm_nodes(p: Program) -> list[LLMNode]:
     return [n for n in p.nodes if isinstance(n, LLMNode)]
 
 
+def prompt_key(node: Node) -> str | None:
+    """Where a module keeps the text the instruction move rewrites: an llm node's instruction, or the string
+    argument of a tool node whose name holds "prompt" (an agent run as a tool, like CP-Bench's cpagent)."""
+    if isinstance(node, LLMNode):
+        return "instruction"
+    if isinstance(node, ToolNode):
+        return next((k for k, v in sorted(node.args.items()) if "prompt" in k and isinstance(v, str)), None)
+    return None
+
+
+def text_modules(p: Program) -> list[Node]:
+    return [n for n in p.nodes if prompt_key(n) is not None]
+
+
+def get_text(node: Node) -> str:
+    key = prompt_key(node)
+    return node.instruction if isinstance(node, LLMNode) else str(node.args[key])  # type: ignore[attr-defined]
+
+
+def set_text(node: Node, text: str) -> None:
+    if isinstance(node, LLMNode):
+        node.instruction = text
+    else:
+        node.args[prompt_key(node)] = text  # type: ignore[attr-defined,index]
+
+
 def config_step(st: SearchState, n: int) -> Proposal | None:
-    """One config proposal; None when there is nothing to propose (no llm module)."""
+    """One config proposal; None when there is nothing to propose (no module with a text to rewrite)."""
     move = MOVES[n % len(MOVES)]
     if move == "merge":
         prop = merge_step(st)
@@ -37,10 +63,12 @@ def config_step(st: SearchState, n: int) -> Proposal | None:
     if move == "model" and len(st.settings.models) < 2:
         move = "instruction"
     parent = st.pool.select(st.rng)
-    modules = llm_nodes(parent.program)
+    modules = text_modules(parent.program)
     if not modules:
         return None
     module = modules[n % len(modules)]
+    if not isinstance(module, LLMNode):
+        move = "instruction"  # a tool's prompt has no demos or model of its own here
     mb = st.minibatch()
     prop = Proposal(st.proposals, "config", move, parent.id, module=module.name, minibatch_ids=[e.id for e in mb])
     st.current = prop
@@ -56,22 +84,21 @@ def config_step(st: SearchState, n: int) -> Proposal | None:
         return prop
     child = parent.program.copy()
     node = child.node(module.name)
-    assert isinstance(node, LLMNode)
     if move == "instruction":
         successes = [r for r in parent_results if r.score >= 1.0]
         try:
-            node.instruction = parse_instruction(st.reflect(instruction_prompt(parent.program, module, failures,
-                                                                                 successes)))
+            set_text(node, parse_instruction(st.reflect(instruction_prompt(parent.program, module, get_text(module),
+                                                                            failures, successes))))
         except ReplyError as e:
             prop.verdict = f"rejected: {e}"
             return prop
-    elif move == "demos":
+    elif move == "demos" and isinstance(module, LLMNode) and isinstance(node, LLMNode):
         demos = demos_from(st, parent, module, st.train)
         if not demos or demos == node.demos:
             prop.verdict = "skipped: no new demos from successful traces"
             return prop
         node.demos = demos
-    else:
+    elif isinstance(node, LLMNode):
         choices = [m for m in st.settings.models if m != (node.model or st.settings.models[0])]
         node.model = choices[st.rng.randrange(len(choices))]
     prop.diff = program_diff(parent.program, child)

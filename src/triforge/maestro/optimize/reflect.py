@@ -14,7 +14,7 @@ from typing import Any
 import json_repair
 
 from triforge.maestro.evaluate import ExampleResult
-from triforge.maestro.nodes import LLMNode
+from triforge.maestro.nodes import Node
 from triforge.maestro.optimize.rollouts import trace_summary
 from triforge.maestro.program import Program
 from triforge.maestro.render import to_text
@@ -28,12 +28,12 @@ def _node_steps(result: ExampleResult, node: str, limit: int = 500) -> list[dict
     return [s for s in trace_summary(result, limit) if s["node"] == node]
 
 
-def instruction_prompt(program: Program, node: LLMNode, failures: list[ExampleResult],
+def instruction_prompt(program: Program, node: Node, text: str, failures: list[ExampleResult],
                        successes: list[ExampleResult]) -> str:
     parts = [
         f"You improve one module of an LLM program. The program:\n\n{to_text(program)}",
         f"The module to improve is `{node.name}` (inputs: {', '.join(node.inputs)}; outputs: "
-        f"{', '.join(node.outputs)}). Its current instruction:\n```\n{node.instruction}\n```",
+        f"{', '.join(node.outputs)}). Its current instruction:\n```\n{text}\n```",
         "Examples where the program's final output was judged wrong, with what this module received and "
         "produced, and the evaluator's feedback:",
     ]

@@ -82,6 +82,8 @@ def search(program: Program, train: list[Example], val: list[Example], rollouts:
             else:
                 prop = config_step(st, n_config)
                 n_config += 1
+                if prop is None and settings.graph_step:  # no module with a text to rewrite: edit the graph
+                    prop = graph_step(st)
         except BudgetExceeded as e:
             stop, prop = str(e), st.current
             if prop is not None:
@@ -91,7 +93,7 @@ def search(program: Program, train: list[Example], val: list[Example], rollouts:
                 raise
             raise EndpointDown(f"{e}; re-run the same command to resume from the response cache") from e
         if prop is None:
-            stop = stop or "nothing to propose: the program has no llm module and the graph step is off"
+            stop = stop or "nothing to propose: no module has a text to rewrite and the graph step is off"
             break
         sp = ledger.spent()
         prop.spent = {"search_rollouts": sp.search_rollouts, "train_rollouts": sp.rollouts["train"],
