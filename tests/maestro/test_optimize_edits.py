@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from triforge.maestro.executor import run_program
-from triforge.maestro.optimize.edits import EditError, apply_edits, graph_distance, typecheck
+from triforge.maestro.optimize.edits import apply_edits
 from triforge.maestro.optimize.reflect import ReplyError, parse_edits
+from triforge.maestro.optimize.typecheck import EditError, graph_distance, typecheck
 from triforge.maestro.programs import seed_program
 from triforge.testing.sim_bed import TOOLS, VALIDATORS, SimLM, bridge_task, calculator_task, state_field_task
 

@@ -6,10 +6,11 @@ call stays counted.
 
 from __future__ import annotations
 
-from triforge.maestro.optimize.edits import EditError, apply_edits, describe_library, graph_distance
+from triforge.maestro.optimize.edits import apply_edits, describe_library
 from triforge.maestro.optimize.proposals import Proposal, program_diff
 from triforge.maestro.optimize.reflect import ReplyError, edit_prompt, parse_edits
 from triforge.maestro.optimize.state import SearchState
+from triforge.maestro.optimize.typecheck import EditError, graph_distance
 
 
 def graph_step(st: SearchState) -> Proposal:

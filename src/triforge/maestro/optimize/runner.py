@@ -23,13 +23,13 @@ from triforge.core.rundir import RunDir, write_json_atomic
 from triforge.maestro.benchmarks.base import Example
 from triforge.maestro.evaluate import Metric
 from triforge.maestro.executor import Models, Retriever
-from triforge.maestro.optimize.edits import EditError, typecheck
 from triforge.maestro.optimize.ledger import Ledger, LedgerLLM
 from triforge.maestro.optimize.proposals import Proposal, RunLog
 from triforge.maestro.optimize.report import report_html, report_md
 from triforge.maestro.optimize.rollouts import EndpointDown, Rollouts
 from triforge.maestro.optimize.search import SearchOutcome, search
 from triforge.maestro.optimize.state import OptimizeSettings, SearchState
+from triforge.maestro.optimize.typecheck import EditError, typecheck
 from triforge.maestro.program import Program
 
 OPTIMIZERS = ("maestro", "config-only", "gepa", "mipro")
