@@ -34,6 +34,7 @@ def graph_step(st: SearchState) -> Proposal:
     try:
         edits, prop.rationale = parse_edits(reply)
         prop.edits = edits
+        prop.module = ",".join(str(d.get("op")) for d in edits if isinstance(d, dict))  # what the edits do, in brief
         if len(edits) > s.max_edits:
             raise EditError(f"{len(edits)} edits in one proposal; at most {s.max_edits}")
         child = apply_edits(parent.program, edits, set(s.tools) | set(s.validators))
