@@ -101,3 +101,15 @@ def test_a_failing_listener_does_not_break_the_run(tmp_path):
     llm = ScriptedLLM([call("submit", answer="x")])
     with context.use(tracer=Tracer(tmp_path)), listening(broken):
         assert Agent(llm, [submit], name="solver").run("go").submitted
+
+
+def test_plain_mode_says_nothing_for_work_that_ends_at_once_then_beats():
+    import time
+
+    out = io.StringIO()
+    with Progress("job", stream=out, live=False, tick_s=0.02, first_after_s=0.3, every_s=60):
+        pass
+    assert out.getvalue() == ""  # a command that fails at once shows only its error
+    with Progress("job", stream=out, live=False, tick_s=0.02, first_after_s=0.1, every_s=60):
+        time.sleep(0.6)
+    assert out.getvalue().count("\n") == 1 and out.getvalue().rstrip().endswith("job · 0 s")

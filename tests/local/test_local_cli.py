@@ -36,6 +36,7 @@ def test_install_model_path_must_be_gguf(tmp_path):
     bad.write_text("not a model")
     r = triforge("local", "install", "--model-path", str(bad), "--skip-server")
     assert r.returncode == 2 and "is not a GGUF file" in r.stderr
+    assert r.stderr.count("\n") == 1 and r.stdout == ""  # the error alone, no progress line before it
     good = tmp_path / "y.gguf"
     good.write_bytes(b"GGUF\x03\x00\x00\x00")
     r = triforge("local", "install", "--model-path", str(good), "--skip-server")

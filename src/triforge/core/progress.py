@@ -37,7 +37,7 @@ class Progress:
     """
 
     def __init__(self, label: str, *, total: int | None = None, unit: str = "step", stream: TextIO | None = None,
-                 live: bool | None = None, every_s: float = 10.0, tick_s: float = 1.0,
+                 live: bool | None = None, every_s: float = 10.0, tick_s: float = 1.0, first_after_s: float = 1.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.label = label
         self.total = total
@@ -54,7 +54,9 @@ class Progress:
         self.last = ""
         self.tokens = 0
         self._t0 = clock()
-        self._last_plain = self._t0
+        # Without a terminal the first heartbeat comes after `first_after_s`: work that fails at once (bad
+        # input) leaves only its one error line.
+        self._last_plain = self._t0 - every_s + first_after_s
         self._painted = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -106,12 +108,12 @@ class Progress:
 
     def render(self) -> str:
         """The status as one line, e.g. `cpagent: step 3 of 12 · python_eval -> 338350 · 45 s · 1,234 tok`."""
-        parts = [self.label + ":"]
+        parts = []
         if self.phase:
             parts.append(self.phase)
         if self.total is not None or self.done:
             parts.append(f"{self.unit} {self.done}" + (f" of {self.total}" if self.total is not None else ""))
-        head = " ".join(parts)
+        head = f"{self.label}: {' '.join(parts)}" if parts else self.label
         tail = [_clock(self.elapsed_s)]
         if self.tokens:
             tail.append(f"{self.tokens:,} tok")
@@ -147,10 +149,8 @@ class Progress:
                 self._show(force_plain=False)
 
     def start(self) -> Progress:
-        """Begin showing; without a terminal the first line says the work started."""
+        """Begin showing (without a terminal, a first line after `first_after_s`, then heartbeats)."""
         if self._ticker is None:
-            with self._lock:
-                self._show(force_plain=True)
             self._ticker = threading.Thread(target=self._tick, name="progress", daemon=True)
             self._ticker.start()
         return self
