@@ -133,3 +133,30 @@ def test_compare_runs_every_optimizer_on_the_same_splits_and_prints_one_table(tm
     rows = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     assert [x["optimizer"] for x in rows] == ["maestro", "config-only", "gepa", "mipro"]
     assert all(x["spent"]["search_rollouts"] <= 30 for x in rows)
+
+
+def test_a_killed_run_resumes_to_the_same_result(tmp_path):
+    import os
+    import signal
+    import time
+
+    with FakeOpenAIServer(reply) as srv:
+        assert triforge(*_args(srv, tmp_path / "whole"), cwd=tmp_path).returncode == 0
+    with FakeOpenAIServer(reply, delay_s=0.02) as srv:
+        out = tmp_path / "killed"
+        proc = subprocess.Popen([sys.executable, "-m", "triforge.cli.app", *_args(srv, out)], cwd=tmp_path,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = out / "proposals.jsonl"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if log.is_file() and len(log.read_text().splitlines()) >= 2:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run finished before it could be killed"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert not (out / "results.json").exists()
+        r = triforge(*_args(srv, out), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+    for f in ("proposals.jsonl", "best_program.json"):
+        assert (out / f).read_bytes() == (tmp_path / "whole" / f).read_bytes(), f
