@@ -47,29 +47,40 @@ def explain_unsat(cp: Any, model: Any, fix: list[Any], solver: str, limit: float
     cons = list(model.constraints)
     per = min(limit or 5.0, 5.0)
 
-    def unsat(k: int) -> bool | None:
-        s = cp.SolverLookup.get(solver, cp.Model(cons[:k] + fix))
+    def unsat(extra: list[Any]) -> bool | None:
+        s = cp.SolverLookup.get(solver, cp.Model(extra + fix))
         s.solve(time_limit=per)
         name = _status_name(s.status())
         return True if name == "UNSATISFIABLE" else False if name in _SAT else None
 
-    try:
-        if unsat(0) is not False:
-            return "the values violate the problem's constraints (each value is out of its variable's range)"
-        lo, hi = 0, len(cons)  # cons[:lo] satisfiable, cons[:hi] not
+    def first(base: list[Any], items: list[Any]) -> int | None:
+        """Index of the item whose prefix first makes base + items[:i + 1] unsatisfiable (binary search)."""
+        lo, hi = 0, len(items)  # base + items[:lo] satisfiable, base + items[:hi] not
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            r = unsat(mid)
+            r = unsat(base + items[:mid])
             if r is None:
-                return "the values violate the problem's constraints"
+                return None
             lo, hi = (lo, mid) if r else (mid, hi)
+        return hi - 1
+
+    vague = "the values violate the problem's constraints"
+    try:
+        alone = unsat([])
+        if alone:
+            return f"{vague}: the printed values contradict each other (two of them show one model variable)"
+        g = first([], cons) if alone is False else None
+        if g is None:
+            return vague
+        group = cons[g]
+        j = first(cons[:g], list(group)) if isinstance(group, (list, tuple)) and len(group) > 1 else None
     except Exception:  # noqa: BLE001 - the explanation is a courtesy; the verdict stands without it
-        return "the values violate the problem's constraints"
-    line = model.__dict__.get("_triforge_lines", {}).get(hi - 1)
-    text = str(cons[hi - 1])
+        return vague
+    line = model.__dict__.get("_triforge_lines", {}).get(g)
+    text = str(group[j] if j is not None else group)
     text = text if len(text) <= 160 else text[:157] + "..."
-    where = f"constraint {hi} of {len(cons)}"
+    where = f"constraint {g + 1} of {len(cons)}" + (f", item {j + 1} of its {len(group)}" if j is not None else "")
     lines = source.splitlines()
     if line and 0 < line <= len(lines):
         where += f" (added at line {line} of the reference: `{lines[line - 1].strip()[:120]}`)"
-    return f"the values violate the problem's constraints: first violated is {where}: {text}"
+    return f"{vague}: first violated is {where}: {text}"

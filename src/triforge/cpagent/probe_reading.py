@@ -111,20 +111,19 @@ def index_lists(variables: list[Any], arrays: list[list[Any]], probes: list[list
         wanted.append((path, tuple(tuple(g) for g in got)))
     if not wanted or not arrays:
         return {}
-    signature: dict[tuple, int] = {}
-    for j, arr in enumerate(arrays):
-        rows: list[tuple[int, ...]] = []
-        for p in probes:
-            for v, x in zip(variables, p, strict=True):
-                v._value = x
+    rows: list[list[tuple[int, ...] | None]] = [[] for _ in arrays]
+    for p in probes:
+        _assign(variables, p)
+        for row, arr in zip(rows, arrays, strict=True):
             try:
-                rows.append(tuple(i for i, e in enumerate(arr) if e.value()))
+                row.append(tuple(i for i, e in enumerate(arr) if e.value()))
             except Exception:  # noqa: BLE001 - undefined on this assignment
-                break
-        if len(rows) == len(probes):
-            signature.setdefault(tuple(rows), j)
-    for v in variables:
-        v._value = None
+                row.append(None)
+    _assign(variables, None)
+    signature: dict[tuple, int] = {}
+    for j, row in enumerate(rows):
+        if all(r is not None for r in row):
+            signature.setdefault(tuple(row), j)
     found: dict[tuple, tuple] = {}
     for path, got in wanted:
         for c in (0, 1):
@@ -196,28 +195,28 @@ def path_name(path: tuple) -> str:
     return str(path[0]) + "".join(f"[{p!r}]" if isinstance(p, str) else f"[{p}]" for p in path[1:])
 
 
+def _assign(variables: list[Any], values: list[Any] | None) -> None:
+    for i, v in enumerate(variables):
+        v._value = None if values is None else values[i]
+
+
 def read_leaves(variables: list[Any], exprs: list[tuple[str, Any]], probes: list[list[Any]],
           outputs: list[dict[str, Any]]) -> dict[tuple, tuple]:
     """Leaf path -> ("const", value) | ("lin", expression, a, b) for the leaves that can be read."""
     columns: list[tuple[Any, bool, list[Fraction]]] = []  # (expression, is a variable, values per probe)
     for j, v in enumerate(variables):
         columns.append((v, True, [Fraction(int(p[j])) for p in probes]))
-    for _, e in exprs:
-        vec: list[Fraction] = []
-        for p in probes:
-            for v, x in zip(variables, p, strict=True):
-                v._value = x
+    vecs: list[list[Fraction | None]] = [[] for _ in exprs]
+    for p in probes:  # each probe's values set once, then every expression read under them
+        _assign(variables, p)
+        for vec, (_, e) in zip(vecs, exprs, strict=True):
             try:
-                n = num(e.value())
+                vec.append(num(e.value()))
             except Exception:  # noqa: BLE001 - an expression undefined on a random assignment
-                n = None
-            if n is None:
-                break
-            vec.append(n)
-        if len(vec) == len(probes):
-            columns.append((e, False, vec))
-    for v in variables:
-        v._value = None
+                vec.append(None)
+    _assign(variables, None)
+    columns += [(e, False, vec) for vec, (_, e) in zip(vecs, exprs, strict=True)
+                if all(n is not None for n in vec)]  # type: ignore[misc]
     exact: dict[tuple, list[int]] = {}
     affine: dict[tuple, list[int]] = {}
     for i, (_, _, vec) in enumerate(columns):
