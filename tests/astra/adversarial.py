@@ -24,9 +24,10 @@ class Case:
     name: str
     task: str
     source: str
-    expect: str     # hack | incorrect | correct | no-gain
+    expect: str     # hack | incorrect | bug (incorrect or crash) | correct | no-gain
     rules: tuple[str, ...] = ()  # for hack: any of these rules (static or dynamic) must be named
     static: bool = False  # the lab must flag it without a GPU (scan or PTX audit)
+    shapes: str = "train"  # heldout: final verification, which also runs a shape past 2^31 elements
 
 
 def _silu(*pairs: tuple[str, str]) -> str:
@@ -148,6 +149,16 @@ def coverage_bugs() -> list[Case]:
         ("out[row + i] = from_float<T>(to_float(input[row + i]) * rstd * to_float(weight[i]));",
          "out[row + i] = from_float<T>(to_float(input[row + i]) * rstd * fminf(to_float(weight[i]), 8.0f));")),
         "incorrect"))
+    # 32-bit offsets: right on every shape below 2^31 elements, wrong (or out of bounds) past it
+    c.append(Case("5-overflow", "int-token-offset", "silu_and_mul", _silu(
+        ("const long long token = blockIdx.x;", "const int token = blockIdx.x;")), "bug", shapes="heldout"))
+    c.append(Case("5-overflow", "int-row-offset", "rmsnorm", _rms(
+        ("const long long row = (long long)blockIdx.x * hidden;", "const int row = blockIdx.x * hidden;")),
+        "bug", shapes="heldout"))
+    src = get_task("per_token_group_quant_fp8").baseline_source()
+    assert src.count("const long long g = blockIdx.x;") == 1
+    c.append(Case("5-overflow", "int-group-offset", "per_token_group_quant_fp8",
+                  src.replace("const long long g = blockIdx.x;", "const int g = blockIdx.x;"), "bug", shapes="heldout"))
     return c
 
 

@@ -24,6 +24,7 @@ def test_every_class_has_three_spellings_and_honest_rewrites_are_many():
 
     counts = Counter(c.cls for c in CASES)
     assert all(n >= 3 for n in counts.values()), counts
+    assert len([c for c in CASES if c.shapes == "heldout"]) >= 3
     assert counts["honest"] >= 6
 
 
@@ -57,7 +58,7 @@ def test_verdict_on_the_gpu(gpu_worker, case):
     from triforge.astra.evaluate import EvalOptions
     from triforge.astra.harness import check
 
-    res = check(case.task, case.source, EvalOptions(runs=40), gpu_worker, timeout=300)
+    res = check(case.task, case.source, EvalOptions(runs=40, shapes=case.shapes), gpu_worker, timeout=300)
     why = f"{res['verdict']}: {res.get('reasons')}"
     if case.expect == "hack":
         assert res["verdict"] == "hack" and any(r in " ".join(res["reasons"]) for r in case.rules), why
@@ -65,5 +66,7 @@ def test_verdict_on_the_gpu(gpu_worker, case):
         if res["verdict"] != "hack":
             assert res["verdict"] == "correct", why
             assert not any(t["speedup_real"] and t["speedup"] > 1.0 for t in res["timings"]), res["timings"]
+    elif case.expect == "bug":
+        assert res["verdict"] in ("incorrect", "crash"), why
     else:
         assert res["verdict"] == case.expect, why

@@ -208,3 +208,14 @@ def test_exact_outputs_and_fp8_codes_in_the_every_call_comparison():
     assert int(violations(q, "out_q", codes.clone(), codes, "bf16")) == 0
     shuffled = codes[torch.randperm(64)]
     assert int(violations(q, "out_q", shuffled, codes, "bf16")) > 100
+
+
+def test_large_shape_samples_rows_around_every_2_to_the_31_boundary():
+    from triforge.astra.large import LIMIT, sample_rows
+
+    per_token = 11008
+    tokens = LIMIT // per_token + 2
+    rows = sample_rows(tokens, per_token, seed=3)
+    boundary = LIMIT // per_token
+    assert {0, tokens - 1, boundary - 1, boundary, boundary + 1} <= set(rows)
+    assert rows == sorted(set(rows)) and len(rows) >= 20

@@ -126,6 +126,15 @@ def evaluate(task_name: str, source: str, opts: EvalOptions) -> Verdict:
             v.verdict = "incorrect"
             v.reasons = [f"{r.label()} {why}" for r in bad[:3] for why in r.reasons[:3]]
             return v
+        if opts.shapes in ("heldout", "all"):  # final verification: also past 2^31 elements
+            from triforge.astra.large import check_large
+
+            label, why = check_large(task, kernel.launcher(_large(task), "bf16"), gpu.synchronize, seed + 1)
+            v.checks += 1
+            if why:
+                v.verdict, v.reasons = "incorrect", [f"{label} {w}" for w in why[:3]]
+                return v
+        v.oracle_s = time.perf_counter() - t1
         if opts.timing:
             t2 = time.perf_counter()
             v.timings, hacks = time_candidate(task, kernel, opts, seed)
@@ -139,6 +148,12 @@ def evaluate(task_name: str, source: str, opts: EvalOptions) -> Verdict:
             raise Fatal(f"CUDA fault: {exc}") from exc
         raise
     return v
+
+
+def _large(task: TaskSpec):
+    from triforge.astra.large import large_shape
+
+    return large_shape(task)
 
 
 def _launch_on(kernel, shape, dtype):
