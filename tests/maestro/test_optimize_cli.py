@@ -160,3 +160,19 @@ def test_a_killed_run_resumes_to_the_same_result(tmp_path):
         assert r.returncode == 0, r.stderr
     for f in ("proposals.jsonl", "best_program.json"):
         assert (out / f).read_bytes() == (tmp_path / "whole" / f).read_bytes(), f
+
+
+@pytest.mark.parametrize("bench,data,limits", [
+    ("ifbench", "ifbench", "6,3,3"),
+    ("hotpotqa", "hotpotqa/hotpotqa_hard_500.jsonl", "6,3,3"),
+])
+def test_compare_on_the_real_data_sets(tmp_path, shared_data, bench, data, limits):
+    pytest.importorskip("gepa")
+    pytest.importorskip("optuna")
+    with FakeOpenAIServer(reply) as srv:
+        r = triforge("maestro", "compare", "--optimizers", "maestro,gepa,mipro", "--bench", bench, "--data",
+                     str(shared_data / data), "--limits", limits, "--model", "fake-model", "--base-url", srv.base_url,
+                     "--budget", "15", "--out", str(tmp_path / "cmp"), "--jobs", "2", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert [x["n_test"] for x in rows] == [3, 3, 3] and all(x["spent"]["search_rollouts"] <= 15 for x in rows)

@@ -55,7 +55,11 @@ class Rollouts:
     def run(self, program: Program, examples: Sequence[Example], kind: str) -> list[ExampleResult]:
         """Results for every example, in order; new rollouts are reserved all together or not at all."""
         h = program.hash
-        todo = [ex for ex in dict.fromkeys(examples) if (h, ex.id) not in self._memo]
+        todo, seen = [], set()
+        for ex in examples:  # by id: some Example subclasses are not hashable
+            if (h, ex.id) not in self._memo and ex.id not in seen:
+                seen.add(ex.id)
+                todo.append(ex)
         if todo:
             self.ledger.reserve_rollouts(len(todo), kind)
             report = evaluate(program, todo, self.metric, self.models, retrievers=self.retrievers,
