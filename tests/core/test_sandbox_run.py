@@ -113,3 +113,25 @@ def test_verified_reads_the_policy_back():
     assert iso.network_isolated and iso.pid_namespace and iso.private_tmp and iso.home_hidden
     assert iso.capabilities_dropped and iso.writable_mounts is not None
     assert not verified(IsolationPolicy(network=True)).network_isolated
+
+
+def test_the_launcher_never_mounts_in_the_namespace_it_was_started_in(tmp_path):
+    """Started without a mount namespace of its own (by hand, or by a broken caller), the launcher must not
+    cover /tmp and the home of the namespace it runs in. Run in a throwaway mount namespace that the spec
+    calls the host's, so that a broken guard could not touch the real host's mounts."""
+    import json
+    import subprocess
+
+    (tmp_path / "work").mkdir()
+    launch = isolation.plan(IsolationPolicy(), tmp_path / "spec.json", writable=[str(tmp_path / "work")],
+                            one_shot=True)
+    spec = {**launch.spec, "cgroups": [], "rlimits": {}, "cwd": str(tmp_path / "work"), "exec_argv": ["true"]}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    pretend = ("import json, os, sys\np = sys.argv[1]\nspec = json.load(open(p))\n"
+               "spec['host_mount_namespace'] = os.readlink('/proc/self/ns/mnt')\njson.dump(spec, open(p, 'w'))\n"
+               f"os.execv(sys.executable, [sys.executable, {str(isolation.LAUNCHER)!r}, p])")
+    own_ns = ["--mount"] if os.geteuid() == 0 else ["--user", "--map-root-user", "--mount"]
+    done = subprocess.run([isolation.mechanism().unshare[0], *own_ns, sys.executable, "-c", pretend,
+                           str(tmp_path / "spec.json")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == isolation.CONFINEMENT_FAILED, done.stderr
+    assert "not in a private mount namespace" in done.stderr

@@ -146,10 +146,13 @@ class LaunchPlan:
     mechanism: Mechanism = field(default_factory=lambda: Mechanism("none"))
 
 
-def plan(policy: IsolationPolicy, spec_path: Path, *, writable: list[str], python: str = sys.executable) -> LaunchPlan:
-    """The launch command for `policy`; raises `IsolationUnavailable` when it cannot be held and was not turned off."""
+def plan(policy: IsolationPolicy, spec_path: Path, *, writable: list[str], one_shot: bool = False) -> LaunchPlan:
+    """The launch command for `policy`; raises `IsolationUnavailable` when it cannot be held and was not turned off.
+
+    `one_shot`: the launcher only execs a program, so it starts without `site` (about 10 ms less).
+    """
     mech = mechanism()
-    cmd = [python, str(LAUNCHER), str(spec_path)]
+    cmd = [sys.executable, *(["-I", "-S"] if one_shot else []), str(LAUNCHER), str(spec_path)]
     if not policy.enabled:
         warn_unprotected("isolation turned off: --isolation none")
         return LaunchPlan(cmd, {"strict": False, "reaper": False, "loopback_up": False, "filesystem": None,
@@ -158,6 +161,7 @@ def plan(policy: IsolationPolicy, spec_path: Path, *, writable: list[str], pytho
         raise refusal(mech.why_not)
     prefix = [a for a in mech.unshare if not (policy.network and a == "--net")]
     spec = {
+        "host_mount_namespace": os.readlink("/proc/self/ns/mnt"),  # the launcher refuses to mount in it
         "strict": True,
         "reaper": True,
         "loopback_up": not policy.network,

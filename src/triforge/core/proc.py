@@ -9,6 +9,7 @@ by `prlimit(1)` before the program starts.
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -197,6 +198,26 @@ def kill_tree(pid: int, tag: str | None = None, exited: bool = False) -> int:
     return hit
 
 
+def _wait(proc: subprocess.Popen, timeout: float | None) -> None:
+    """`proc.wait(timeout)` without its polling (sleeps of up to 50 ms): woken by a pidfd when the program ends."""
+    if timeout is None:
+        proc.wait()
+        return
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        proc.wait(timeout=timeout)
+        return
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(max(timeout, 0) * 1000):
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(fd)
+    proc.wait()
+
+
 def run(
     cmd: Sequence[str],
     *,
@@ -252,7 +273,7 @@ def run(
         threading.Thread(target=feed, daemon=True).start()
     timed_out = False
     try:
-        proc.wait(timeout=timeout)
+        _wait(proc, timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
     finally:

@@ -107,7 +107,9 @@ class KernelSandbox:
 
     def _new_kernel(self) -> KernelProcess:
         kernel = None
-        if self._pool is not None:
+        # an isolated pooled kernel sees only its own folder: a sandbox with a folder already (given,
+        # or kept from its first kernel across a restart) needs a kernel started for that folder
+        if self._pool is not None and (self.workdir is None or not self.limits.policy().enabled):
             try:
                 kernel = self._pool.take()
             except SandboxError:  # a closed or failing pool: start one here instead

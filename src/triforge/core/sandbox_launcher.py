@@ -217,6 +217,12 @@ def main() -> None:
         _step(False, "could not bring loopback up", _loopback_up)  # no loopback: still no network
     _set_rlimits(spec.get("rlimits", {}))
     if spec.get("filesystem") is not None:
+        # Mounting over /tmp and the home is only ever done in a mount namespace of our own: started
+        # any other way (without unshare, by hand), the launcher must not touch the host's mounts.
+        if os.readlink("/proc/self/ns/mnt") == spec.get("host_mount_namespace") or not spec.get("host_mount_namespace"):
+            print("sandbox launcher: filesystem not confined: not in a private mount namespace", file=sys.stderr)
+            sys.stderr.flush()
+            os._exit(125)
         _step(strict, "filesystem not confined", _confine_filesystem, spec["filesystem"])
     if spec.get("drop_capabilities"):
         _step(strict, "capabilities not dropped", _drop_capabilities)

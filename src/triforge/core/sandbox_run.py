@@ -81,7 +81,7 @@ def run_isolated(
     runtime = Path(tempfile.mkdtemp(prefix=f"tfk-{os.getpid()}-run-"))
     cgroups = CgroupSet(limits.max_processes, limits.memory_mb) if policy.enabled else None
     try:
-        launch = plan(policy, runtime / "spec.json", writable=[str(workdir)])
+        launch = plan(policy, runtime / "spec.json", writable=[str(workdir)], one_shot=True)
         spec = {**launch.spec, "cgroups": [str(p) for p in cgroups.dirs.values()] if cgroups else [],
                 "rlimits": _rlimits(limits), "cwd": str(workdir), "exec_argv": list(argv)}
         (runtime / "spec.json").write_text(json.dumps(spec))
@@ -114,7 +114,7 @@ class IsolatedProcess:
         self._runtime = Path(tempfile.mkdtemp(prefix=f"tfk-{os.getpid()}-srv-"))
         self._cgroups = CgroupSet(limits.max_processes, limits.memory_mb) if self.policy.enabled else None
         try:
-            launch = plan(self.policy, self._runtime / "spec.json", writable=[str(self.workdir)])
+            launch = plan(self.policy, self._runtime / "spec.json", writable=[str(self.workdir)], one_shot=True)
             spec = {**launch.spec, "cgroups": [str(p) for p in self._cgroups.dirs.values()] if self._cgroups else [],
                     "rlimits": _rlimits(limits), "cwd": str(self.workdir), "exec_argv": list(argv)}
             (self._runtime / "spec.json").write_text(json.dumps(spec))
@@ -145,7 +145,7 @@ def verified(policy: IsolationPolicy) -> Isolation:
     cgroups = CgroupSet(64, 256)
     popen = None
     try:
-        launch = plan(policy, runtime / "spec.json", writable=[str(runtime)])
+        launch = plan(policy, runtime / "spec.json", writable=[str(runtime)], one_shot=True)
         spec = {**launch.spec, "cgroups": [str(p) for p in cgroups.dirs.values()],
                 "rlimits": _rlimits(proc.ProcLimits(memory_mb=256, max_processes=64)), "cwd": str(runtime),
                 "exec_argv": argv}
