@@ -82,7 +82,32 @@ def _solution_dict(tree: ast.Module) -> ast.Dict:
     found = find_solution_dict(tree)
     if found is None:
         raise DatasetError("no `solution = {...}` dict literal in the reference model")
+    _printed_as_is(tree, found)
     return found
+
+
+def _printed_as_is(tree: ast.Module, literal: ast.Dict) -> None:
+    """Raise unless the dict literal is what gets printed, unchanged: every `json.dumps` prints the literal or
+    the one name bound to it, and nothing else assigns, updates or deletes under that name."""
+    names = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and node.value is literal
+             for t in node.targets if isinstance(t, ast.Name)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "json.dumps" and node.args:
+            arg = node.args[0]
+            if arg is not literal and not (isinstance(arg, ast.Name) and arg.id in names):
+                raise DatasetError(f"prints `{ast.unparse(arg)[:60]}`, not the solution dict as built")
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign) and node.value is not literal:
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, ast.Delete) else [node.target]
+        for t in targets:
+            base = t.value if isinstance(t, ast.Subscript) else t
+            if isinstance(base, ast.Name) and base.id in names:
+                raise DatasetError(f"changes `{base.id}` after building it")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in names and node.func.attr in ("update", "pop", "setdefault", "clear")):
+            raise DatasetError(f"changes `{node.func.value.id}` after building it")
 
 
 def check_plan(source: str, keys: tuple[str, ...] | list[str] | None = None) -> CheckPlan:
