@@ -175,6 +175,10 @@ class OpenAICompatLLM:
             base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=0
         )
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its settings: a task on another process or host opens its own client."""
+        return (type(self), (self.alias, self.config))
+
     def close(self) -> None:
         """Release the HTTP connections (subclasses also stop what they own, e.g. a local server)."""
         self._client.close()

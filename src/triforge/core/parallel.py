@@ -1,11 +1,15 @@
-"""Fan-out over a thread pool that carries the run's context (budget, tracer, cache, limits)."""
+"""`pmap`: fan-out over threads in this process (`triforge.core.executor.LocalPool`).
+
+For call sites whose tasks hold in-process objects (locks, workers, pools) and so can only run here;
+fan-out that may run on a cluster goes through `triforge.core.executor.current()`.
+"""
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from triforge.core.executor import LocalPool
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -25,34 +29,4 @@ def pmap(
     `triforge.core.context.use` reach every worker. Calls in flight to one endpoint are capped
     separately by `EndpointLimits`.
     """
-    items = list(items)
-    results: list[Any] = [None] * len(items)
-    if jobs <= 1:
-        for i, item in enumerate(items):
-            try:
-                results[i] = fn(item)
-            except Exception as e:
-                if not return_exceptions:
-                    raise
-                results[i] = e
-            if on_done:
-                on_done(i, results[i])
-        return results
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {
-            pool.submit(contextvars.copy_context().run, fn, item): i for i, item in enumerate(items)
-        }
-        first_error: BaseException | None = None
-        for fut in as_completed(futures):
-            i = futures[fut]
-            try:
-                results[i] = fut.result()
-            except Exception as e:
-                if not return_exceptions and first_error is None:
-                    first_error = e
-                results[i] = e
-            if on_done:
-                on_done(i, results[i])
-        if first_error is not None:
-            raise first_error
-    return results
+    return LocalPool().map(fn, items, jobs=jobs, on_done=on_done, return_exceptions=return_exceptions)

@@ -9,15 +9,17 @@ from __future__ import annotations
 import html
 import threading
 from collections.abc import Callable
-from dataclasses import replace
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from triforge.core import context
 from triforge.core.budget import Budget
+from triforge.core.executor import Executor, output_dir
+from triforge.core.executor import current as current_executor
 from triforge.core.kernel_pool import KernelPool
 from triforge.core.llm import LLM
-from triforge.core.parallel import pmap
 from triforge.core.provenance import guard_run_dir, refuse_stale_items, stale_items
 from triforge.core.rundir import RunDir
 from triforge.cpagent.agent import CPAgentConfig
@@ -35,6 +37,40 @@ def run_key(task_id: str, seed: int) -> str:
     return f"{task_id}#seed{seed}"
 
 
+# This process's pool of started kernels, for tasks run here; a task on another process starts its own.
+_kernels: ContextVar[KernelPool | None] = ContextVar("triforge_cpagent_kernels", default=None)
+
+
+@dataclass(frozen=True)
+class BenchItem:
+    """One (problem, seed) as a task: all it needs to run on any process (`out`: its run directory)."""
+
+    task: CPTask
+    seed: int
+    llm: LLM
+    config: CPAgentConfig
+    out: Path
+
+
+def solve_item(item: BenchItem) -> dict[str, Any] | None:
+    """The record of one (problem, seed), or None when the budget was spent before it started. Never raises:
+    a failure is a harness_error record. Files go to the executor's `output_dir()` (else `item.out`)."""
+    budget = context.budget()
+    if budget is not None and budget.exceeded():
+        return None
+    cfg = replace(item.config, sample=item.seed)
+    pool = _kernels.get()
+    sandbox = pool.sandbox(timeout=cfg.cell_timeout_s) if pool else None
+    try:
+        return solve_task(item.task, item.llm, output_dir() or item.out, config=cfg, sandbox=sandbox, budget=budget)
+    except Exception as e:  # noqa: BLE001 - one problem's failure must not end the benchmark
+        return {"problem": item.task.id, "status": "harness_error", "message": f"{type(e).__name__}: {e}",
+                "grade": {"status": "harness_error", "reasons": [str(e)[:300]]}}
+    finally:
+        if sandbox is not None:
+            sandbox.close()
+
+
 def run_bench(
     tasks: list[CPTask],
     llm: LLM,
@@ -47,10 +83,12 @@ def run_bench(
     on_done: Callable[[str, dict[str, Any]], None] | None = None,
     data: str | Path | None = None,
     fresh: bool = False,
+    executor: Executor | None = None,
 ) -> dict[str, Any]:
     """Run every (task, seed) not finished yet in `out`, then write results.json, report.md, report.html.
 
     `data` (the data set's path) is part of the settings; `fresh` moves earlier contents of `out` aside.
+    The runs fan out over `executor` (default: the current one, `triforge.core.executor.current`).
     """
     config = config or CPAgentConfig()
     temperature = config.temperature if seeds == 1 else (config.temperature if config.temperature is not None else 0.7)
@@ -66,34 +104,30 @@ def run_bench(
                      "problems": [t.id for t in tasks], "fresh_check": config.fresh_check, "settings_hash": fp.hash})
     lock = threading.Lock()
     pool = KernelPool(size=max(1, min(jobs, 8)), limits=None) if todo else None
+    ex = executor or current_executor()
+    items = [BenchItem(task, seed, llm, config, rd.path / "problems" / task.id / f"seed{seed}") for task, seed in todo]
 
-    def one(item: tuple[CPTask, int]) -> dict[str, Any] | None:
-        task, seed = item
-        if budget is not None and budget.exceeded():
-            return None  # not started: it stays missing, and a resume runs it
-        cfg = replace(config, sample=seed)
-        sandbox = pool.sandbox(timeout=cfg.cell_timeout_s) if pool else None
-        try:
-            rec = solve_task(task, llm, rd.path / "problems" / task.id / f"seed{seed}", config=cfg,
-                             sandbox=sandbox, budget=budget)
-        except Exception as e:  # noqa: BLE001 - one problem's failure must not end the benchmark
-            rec = {"problem": task.id, "status": "harness_error", "message": f"{type(e).__name__}: {e}",
-                   "grade": {"status": "harness_error", "reasons": [str(e)[:300]]}}
-        finally:
-            if sandbox is not None:
-                sandbox.close()
+    def record(i: int, rec: dict[str, Any] | BaseException | None) -> None:
+        task, seed = todo[i]
+        if rec is None:
+            return  # not started: it stays missing, and a resume runs it
+        if isinstance(rec, BaseException):  # the task's worker died on every attempt (TaskFailed)
+            rec = {"problem": task.id, "status": "harness_error", "message": f"{type(rec).__name__}: {rec}",
+                   "grade": {"status": "harness_error", "reasons": [str(rec)[:300]]}}
         rec.update({"seed": seed, "item_hash": hashes[run_key(task.id, seed)], **fp.stamp()})
         with lock:
             runs[run_key(task.id, seed)] = rec
             rd.write_results({"runs": runs})  # after every problem: a crash loses only work in flight
         if on_done:
             on_done(run_key(task.id, seed), rec)
-        return rec
 
+    token = _kernels.set(pool)
     try:
-        with context.use(limits=context.EndpointLimits(default_cap=llm.config.max_concurrency)):
-            pmap(one, todo, jobs=jobs)
+        with context.use(budget=budget, limits=context.EndpointLimits(default_cap=llm.config.max_concurrency)):
+            ex.map(solve_item, items, jobs=jobs, on_done=record, return_exceptions=True,
+                   outputs=lambda item: item.out)
     finally:
+        _kernels.reset(token)
         if pool is not None:
             pool.close()
     summary = summarize(runs, [t.id for t in tasks], seeds)

@@ -22,7 +22,8 @@ from typing import Any
 
 from triforge.core import context
 from triforge.core.context import EndpointLimits
-from triforge.core.parallel import pmap
+from triforge.core.executor import TaskFailed
+from triforge.core.executor import current as current_executor
 from triforge.core.provenance import content_hash
 from triforge.maestro.benchmarks.base import Example, MetricResult
 from triforge.maestro.executor import Executor, Models, ProgramRun, Retriever
@@ -190,6 +191,22 @@ def _endpoint_limits() -> Iterator[None]:
         yield
 
 
+@dataclass(frozen=True)
+class EvalItem:
+    """One (example, sample) as a task: all it needs to run on any process."""
+
+    executor: Executor
+    example: Example
+    metric: Metric
+    sample: int
+    item_hash: str
+
+
+def run_item(item: EvalItem) -> ExampleResult:
+    """`evaluate_one` without a store: the caller serves stored results and stores new ones."""
+    return evaluate_one(item.executor, item.example, item.metric, item.sample, None, item.item_hash)
+
+
 def evaluate(program: Program, examples: Sequence[Example], metric: Metric, models: Models, *,
              retrievers: dict[str, Retriever] | None = None, jobs: int = 16, samples: int = 1,
              store: ResultStore | None = None,
@@ -198,20 +215,39 @@ def evaluate(program: Program, examples: Sequence[Example], metric: Metric, mode
     """Run and score every (example, sample); calls to one endpoint are capped by its max_concurrency.
 
     `hash_example` gives the content a result depends on (a benchmark whose inputs only name the data,
-    like CP-Bench's, hashes the data itself).
+    like CP-Bench's, hashes the data itself). Examples not served by `store` fan out over the current
+    executor (`triforge.core.executor.current`); results are stored here, in the caller's process.
     """
     executor = Executor(program, models, retrievers)
     hashes = {ex.id: hash_example(ex) for ex in examples}
     items = [(ex, s) for ex in examples for s in range(samples)]
     t0 = time.perf_counter()
+    results: list[ExampleResult | None] = [None] * len(items)
+    todo: list[int] = []
+    for k, (ex, s) in enumerate(items):
+        hit = store.get(program.hash, ex.id, s) if store is not None else None
+        if hit is not None and hit.item_hash == hashes[ex.id]:  # a row for other content is run again
+            hit.cached = True
+            results[k] = hit
+            if on_result is not None:
+                on_result(hit)
+        else:
+            todo.append(k)
 
-    def one(item: tuple[Example, int]) -> ExampleResult:
-        return evaluate_one(executor, item[0], metric, item[1], store, hashes[item[0].id])
-
-    def done(_i: int, r: ExampleResult | BaseException) -> None:
-        if on_result is not None and isinstance(r, ExampleResult):
+    def done(j: int, r: ExampleResult | BaseException) -> None:
+        if isinstance(r, TaskFailed):  # its worker died on every attempt: scored 0, run again on resume
+            ex, s = items[todo[j]]
+            r = ExampleResult(ex.id, s, program.hash, 0.0, f"The evaluation did not finish: {r}", error=str(r),
+                              error_kind="worker", item_hash=hashes[ex.id])
+        if not isinstance(r, ExampleResult):
+            return
+        results[todo[j]] = r
+        if store is not None and r.error_kind not in ("endpoint", "worker"):  # both are retried on resume
+            store.put(r)
+        if on_result is not None:
             on_result(r)
 
+    tasks = [EvalItem(executor, items[k][0], metric, items[k][1], hashes[items[k][0].id]) for k in todo]
     with _endpoint_limits():
-        results = pmap(one, items, jobs=jobs, on_done=done)
+        current_executor().map(run_item, tasks, jobs=jobs, on_done=done)
     return EvalReport(program.hash, results, time.perf_counter() - t0)  # type: ignore[arg-type]
