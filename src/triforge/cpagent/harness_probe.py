@@ -41,10 +41,11 @@ from probe_reading import (
     same,
     sequences,
     structures,
+    value_at,
 )
 
 REF_FILE = "<reference>"
-N_PROBES = 24  # at most; the first N_FIRST suffice where they read every printed leaf
+N_PROBES = 24  # at most; the first N_FIRST suffice where they read every printed leaf beyond doubt
 N_FIRST = 8
 N_DETERMINE = 8
 _SAT = ("FEASIBLE", "OPTIMAL")
@@ -61,10 +62,21 @@ class _Resume(BaseException):  # noqa: N818
         self.value = value
 
 
-def _complete(plan: dict[tuple, tuple], output: dict[str, Any]) -> bool:
-    """Whether every leaf of `output` is read by `plan` (directly, or inside a list of positions)."""
+def _settled(plan: dict[tuple, tuple], outputs: list[dict[str, Any]]) -> bool:
+    """Whether the first probes read every printed leaf beyond reasonable doubt: each leaf read (directly, or
+    inside a list of positions), none read as a constant, and each read leaf took at least 4 distinct values.
+    Otherwise (booleans, small domains, constants) more probes are run: on 8 probes a boolean matches an
+    unrelated boolean variable, or looks constant, by chance far too often."""
     lists = [p for p, e in plan.items() if e[0] == "idx"]
-    return all(path in plan or any(path[: len(p)] == p for p in lists) for path, _ in leaves(output))
+    for path, _ in leaves(outputs[0]):
+        if any(path[: len(p)] == p for p in lists):
+            continue
+        entry = plan.get(path)
+        if entry is None or entry[0] == "const":
+            return False
+        if len({json.dumps(value_at(o, path)) for o in outputs}) < 4:
+            return False
+    return all(len({json.dumps(value_at(o, p)) for o in outputs}) >= 4 for p in lists)
 
 
 def _status_name(status: Any) -> str:
@@ -169,7 +181,7 @@ class Probe:
             kept = [outputs[i] for i in ok]
             plan = read_leaves(variables, exprs, [probes[i] for i in ok], kept)  # type: ignore[arg-type]
             plan.update(index_lists(variables, arrays, [probes[i] for i in ok], kept, plan))  # type: ignore[arg-type]
-            if _complete(plan, kept[0]):  # type: ignore[arg-type]
+            if _settled(plan, kept):  # type: ignore[arg-type]
                 break
         self.result["probes"] = {"run": len(probes), "printed": len(ok)}
         if len(ok) < 4:
