@@ -65,6 +65,14 @@ class BM25Retriever:
         self._index = bm25s.BM25(k1=k1, b=b)
         self._index.index(tokens, show_progress=False)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Sent to another process (a task on a cluster) without the stemmer, a C object made anew there."""
+        return {k: v for k, v in self.__dict__.items() if k != "_stem"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._stem = _stemmer() if self.stemmer != "none" else None
+
     def search(self, query: str, k: int) -> list[tuple[str, str]]:
         k = min(k, len(self.passages))
         q = self._bm25s.tokenize([query], stopwords="en", stemmer=self._stem, show_progress=False)
