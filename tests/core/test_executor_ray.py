@@ -11,6 +11,7 @@ import ipaddress
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -230,3 +231,25 @@ def test_maestro_evaluation_gives_the_same_results_on_ray(rex, tmp_path):
     assert read("ray") == read("local")
     rows = lambda d: [_untimed(json.loads(x)) for x in (tmp_path / d / "results.jsonl").read_text().splitlines()]  # noqa: E731
     assert sorted(rows("ray"), key=lambda r: r["example_id"]) == sorted(rows("local"), key=lambda r: r["example_id"])
+
+
+def test_cli_runs_on_an_existing_cluster_and_refuses_bad_options(rex, tmp_path):
+    import ray
+
+    from triforge.testing.maestro_replies import reply
+
+    address = ray.get_runtime_context().gcs_address
+    base = [sys.executable, "-m", "triforge.cli.app", "maestro", "run", "--bench", "hotpotqa", "--split", "val",
+            "--limit", "2", "--model", "fake-model", "--cache", "off"]
+    with FakeOpenAIServer(reply) as srv:
+        done = subprocess.run([*base, "--base-url", srv.base_url, "--out", str(tmp_path / "run"), "--executor", "ray",
+                               "--ray-address", address], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "over 2 run(s)" in done.stdout and len(srv.requests) > 0
+        spans = read_spans(tmp_path / "run")
+        assert any(s["kind"] == "llm" for s in spans)  # the workers' spans are in the run's trace
+        for extra, says in ((["--executor", "dask"], "--executor must be one of local, ray"),
+                            (["--ray-address", address], "--ray-address needs --executor ray")):
+            bad = subprocess.run([*base, "--base-url", srv.base_url, "--out", str(tmp_path / "bad"), *extra],
+                                 capture_output=True, text=True, timeout=120)
+            assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr

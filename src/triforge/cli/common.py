@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import typer
 from rich.console import Console
 
@@ -15,3 +18,23 @@ KeyEnvOpt = typer.Option(None, "--api-key-env", help="Name of the environment va
 ProfileOpt = typer.Option(
     "default", "--profile",
     help="default: what a capable model needs. small-model: aids for weak models (docs/local.md).")
+
+# Where fan-out runs (problems, examples, rollouts): `executor: str = ExecutorOpt, ray_address: str = RayAddressOpt`.
+ExecutorOpt = typer.Option("local", "--executor",
+                           help="local: threads on this machine. ray: tasks on a Ray cluster (docs/executor.md).")
+RayAddressOpt = typer.Option(None, "--ray-address",
+                             help="An existing Ray cluster (HOST:PORT of `ray start --head`); default with "
+                                  "--executor ray: a Ray instance started here, on loopback only.")
+
+
+@contextlib.contextmanager
+def fan_out(kind: str, address: str | None) -> Iterator[None]:
+    """Run the block's fan-out on the executor the options name; closed (a Ray started here stops) after."""
+    from triforge.core import executor
+
+    ex = executor.make_executor(kind, address=address)
+    try:
+        with executor.use(ex):
+            yield
+    finally:
+        ex.close()

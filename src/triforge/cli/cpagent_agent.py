@@ -8,7 +8,17 @@ from typing import Any
 
 import typer
 
-from triforge.cli.common import BaseUrlOpt, KeyEnvOpt, ModelOpt, ProfileOpt, console, console_err
+from triforge.cli.common import (
+    BaseUrlOpt,
+    ExecutorOpt,
+    KeyEnvOpt,
+    ModelOpt,
+    ProfileOpt,
+    RayAddressOpt,
+    console,
+    console_err,
+    fan_out,
+)
 from triforge.core import context
 from triforge.core.budget import Budget, BudgetLimits
 from triforge.core.cache import open_cache
@@ -128,6 +138,8 @@ def bench(
     profile: str = ProfileOpt,
     cache: str = CacheOpt,
     fresh: bool = FreshOpt,
+    executor: str = ExecutorOpt,
+    ray_address: str = RayAddressOpt,
 ) -> None:
     """Run the agent on every problem (x seeds) in parallel, grade strictly, write reports."""
     from triforge.cpagent.bench import run_bench
@@ -137,8 +149,8 @@ def bench(
                      profile)
     budget = Budget(BudgetLimits(max_usd=budget_usd)) if budget_usd else None
     progress = Progress("cpagent bench", total=len(tasks) * seeds, unit="problem")
-    with _llm(model, base_url, api_key_env, cache) as llm, progress, listening(TraceProgress(progress,
-                                                                                             count_steps=False)):
+    with fan_out(executor, ray_address), _llm(model, base_url, api_key_env, cache) as llm, progress, \
+            listening(TraceProgress(progress, count_steps=False)):
         progress.set(0 if fresh else _finished(out))
 
         def done(key: str, rec: dict[str, Any]) -> None:

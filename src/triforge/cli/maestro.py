@@ -11,7 +11,16 @@ from typing import Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from triforge.cli.common import BaseUrlOpt, KeyEnvOpt, ModelOpt, console, console_err
+from triforge.cli.common import (
+    BaseUrlOpt,
+    ExecutorOpt,
+    KeyEnvOpt,
+    ModelOpt,
+    RayAddressOpt,
+    console,
+    console_err,
+    fan_out,
+)
 from triforge.cli.maestro_score import score
 from triforge.core.errors import BudgetExceeded, UserError
 
@@ -25,10 +34,14 @@ class ModelPool:
     def __init__(self, model: str | None, base_url: str | None, api_key_env: str | None) -> None:
         from triforge.core.llm import get_llm
 
-        self._get, self._base_url, self._key_env = get_llm, base_url, api_key_env
+        self._get, self._base_url, self._key_env, self._model = get_llm, base_url, api_key_env, model
         self._lock = threading.Lock()
         self.default = get_llm(model, base_url=base_url, api_key_env=api_key_env)
         self._opened: dict[str, Any] = {}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its options: a task on another process opens its own models."""
+        return (type(self), (self._model, self._base_url, self._key_env))
 
     def __call__(self, alias: str | None) -> Any:
         if alias is None or alias == self.default.alias:
@@ -85,13 +98,15 @@ def run(
     html: bool = typer.Option(False, "--html", help="Also write trace.html."),
     fresh: bool = typer.Option(False, "--fresh", help="Start afresh: earlier contents of --out are moved into "
                                                       "--out/previous-<time>/ (nothing is deleted)."),
+    executor: str = ExecutorOpt,
+    ray_address: str = RayAddressOpt,
 ) -> None:
     """Evaluate a program on a benchmark split; writes per-example results and traces to --out."""
     from triforge.maestro.run import evaluate_to_dir
 
     pool = ModelPool(model, base_url, api_key_env)
     try:
-        with _services(out, cache, budget_usd), Progress(
+        with fan_out(executor, ray_address), _services(out, cache, budget_usd), Progress(
             TextColumn("[bold]maestro run"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("{task.description}"), console=console, transient=False,
         ) as progress:
