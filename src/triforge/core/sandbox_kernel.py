@@ -334,10 +334,7 @@ class KernelProcess:
         if self.popen is not None:
             pids.add(self.popen.pid)
             if "pids" not in self.cgroups.dirs:  # no cgroup holding them all: walk the tree
-                try:
-                    pids |= {p.pid for p in psutil.Process(self.popen.pid).children(recursive=True)}
-                except psutil.Error:
-                    pass
+                pids |= _descendants(self.popen.pid)
         return pids
 
     def task_count(self) -> int:
@@ -414,6 +411,30 @@ class KernelProcess:
         self.shell = self.iopub = None
         shutil.rmtree(self.runtime, ignore_errors=True)
         _LIVE.discard(self)
+
+
+def _descendants(root: int) -> set[int]:
+    """Every descendant of `root`, from /proc/PID/task/TID/children: no scan of the whole process table,
+    which matters after every cell of an unprivileged kernel (no pids cgroup to list them)."""
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            for kid in kids:
+                if kid not in found:
+                    found.add(kid)
+                    todo.append(kid)
+    return found
 
 
 def _wait_gone(pids: set[int], timeout: float) -> None:
