@@ -193,18 +193,24 @@ def _endpoint_limits() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class EvalItem:
-    """One (example, sample) as a task: all it needs to run on any process."""
+    """One (example, sample) as a task; what every task shares travels once, in `SharedRun`."""
 
-    executor: Executor
     example: Example
-    metric: Metric
     sample: int
     item_hash: str
 
 
-def run_item(item: EvalItem) -> ExampleResult:
-    """`evaluate_one` without a store: the caller serves stored results and stores new ones."""
-    return evaluate_one(item.executor, item.example, item.metric, item.sample, None, item.item_hash)
+@dataclass(frozen=True)
+class SharedRun:
+    """The task function of an evaluation: the program's executor (models, retrievers) and the metric,
+    sent once per evaluation to each worker, not once per example."""
+
+    executor: Executor
+    metric: Metric
+
+    def __call__(self, item: EvalItem) -> ExampleResult:
+        """`evaluate_one` without a store: the caller serves stored results and stores new ones."""
+        return evaluate_one(self.executor, item.example, self.metric, item.sample, None, item.item_hash)
 
 
 def evaluate(program: Program, examples: Sequence[Example], metric: Metric, models: Models, *,
@@ -247,7 +253,7 @@ def evaluate(program: Program, examples: Sequence[Example], metric: Metric, mode
         if on_result is not None:
             on_result(r)
 
-    tasks = [EvalItem(executor, items[k][0], metric, items[k][1], hashes[items[k][0].id]) for k in todo]
+    tasks = [EvalItem(items[k][0], items[k][1], hashes[items[k][0].id]) for k in todo]
     with _endpoint_limits():
-        current_executor().map(run_item, tasks, jobs=jobs, on_done=done)
+        current_executor().map(SharedRun(executor, metric), tasks, jobs=jobs, on_done=done)
     return EvalReport(program.hash, results, time.perf_counter() - t0)  # type: ignore[arg-type]
