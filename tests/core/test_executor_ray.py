@@ -253,3 +253,22 @@ def test_cli_runs_on_an_existing_cluster_and_refuses_bad_options(rex, tmp_path):
             bad = subprocess.run([*base, "--base-url", srv.base_url, "--out", str(tmp_path / "bad"), *extra],
                                  capture_output=True, text=True, timeout=120)
             assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_bench_stopped_on_ray_and_resumed_ends_as_an_uninterrupted_local_one(rex, tmp_path, shared_data):
+    from triforge.cpagent.bench import run_bench
+    from triforge.cpagent.dataset import load_problem
+    from triforge.cpagent.task import task_from_problem
+    from triforge.testing.cp_scripts import reference_submitter
+
+    problems = [load_problem(shared_data / "dcp-bench-open", pid) for pid in MINI_IDS]
+    tasks = [task_from_problem(p) for p in problems]
+    with FakeOpenAIServer(reference_submitter(problems)) as srv:
+        llm = llm_at(srv)
+        stopped = run_bench(tasks, llm, tmp_path / "ray", jobs=1, executor=rex, budget=Budget(BudgetLimits(max_calls=3)))
+        assert len(srv.requests) == 3 and stopped["unfinished"] == {"budget_exceeded": [f"{MINI_IDS[1]}#seed0"]}
+        resumed = run_bench(tasks, llm, tmp_path / "ray", jobs=2, executor=rex)
+        local = run_bench(tasks, llm, tmp_path / "local", jobs=2, executor=LocalPool())
+    assert resumed["grades"] == {"correct": 2} and _untimed(resumed) == _untimed(local)
+    read = lambda d: _untimed(json.loads((tmp_path / d / "results.json").read_text()))  # noqa: E731
+    assert read("ray") == read("local")
