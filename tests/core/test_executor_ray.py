@@ -249,7 +249,8 @@ def test_cli_runs_on_an_existing_cluster_and_refuses_bad_options(rex, tmp_path):
         spans = read_spans(tmp_path / "run")
         assert any(s["kind"] == "llm" for s in spans)  # the workers' spans are in the run's trace
         for extra, says in ((["--executor", "dask"], "--executor must be one of local, ray"),
-                            (["--ray-address", address], "--ray-address needs --executor ray")):
+                            (["--ray-address", address], "--ray-address needs --executor ray"),
+                            (["--executor", "ray", "--ray-address", "127.0.0.1:1"], "no Ray cluster answers at")):
             bad = subprocess.run([*base, "--base-url", srv.base_url, "--out", str(tmp_path / "bad"), *extra],
                                  capture_output=True, text=True, timeout=120)
             assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr

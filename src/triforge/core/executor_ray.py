@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
@@ -42,6 +43,18 @@ def _import_ray(local: bool) -> Any:
     import ray
 
     return ray
+
+
+def _check_reachable(address: str) -> None:
+    """Fail in one line when nothing answers at HOST:PORT (Ray itself retries for minutes)."""
+    if "://" in address or address == "auto":
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except (OSError, ValueError) as e:
+        raise UserError(f"no Ray cluster answers at {address} ({e}); start one there with `ray start --head` "
+                        "or fix --ray-address (HOST:PORT)") from None
 
 
 @dataclass
@@ -113,6 +126,8 @@ class RayExecutor:
         self.retries = retries
         self._owned = False
         if not ray.is_initialized():
+            if address:
+                _check_reachable(address)
             try:
                 if address:
                     ray.init(address=address, include_dashboard=False, log_to_driver=False,
