@@ -32,11 +32,12 @@ def test_doctor_fails_where_nothing_isolates(monkeypatch):
 
 
 def test_isolation_none_reaches_every_policy_built_from_the_environment(monkeypatch):
-    monkeypatch.delenv(isolation.ENV_VAR, raising=False)
+    # the option writes os.environ in this process: registered first, monkeypatch restores the variable's
+    # absence afterwards (a later test would otherwise run with isolation off)
+    monkeypatch.setenv(isolation.ENV_VAR, "auto")
     res = runner.invoke(app, ["--isolation", "none", "doctor"], terminal_width=400)
     assert res.exit_code == 1 and "turned off" in res.output, res.output
     assert not isolation.IsolationPolicy.from_env().enabled
-    monkeypatch.delenv(isolation.ENV_VAR, raising=False)
 
 
 def test_bad_isolation_value_is_one_line_and_exit_2():
