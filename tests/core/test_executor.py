@@ -81,3 +81,23 @@ def test_make_executor_and_current():
     with executor.use(pool):
         assert executor.current() is pool
     assert executor.current() is not pool
+
+
+def test_astra_candidates_as_executor_tasks_carry_their_job_and_need_a_gpu(tmp_path):
+    pytest.importorskip("torch", reason="the astra extra is not installed")
+    from triforge.astra.agents.evaluator import EvalJob
+    from triforge.astra.agents.evaluator import LocalPool as AstraPool
+    from triforge.astra.agents.executor_pool import ExecutorPool
+
+    with pytest.raises(UserError, match="need a GPU each and the local executor has none"):
+        ExecutorPool(LocalPool(gpus=0))
+    pool = ExecutorPool(LocalPool(gpus=1))
+    bad = EvalJob(id="r1-k1", task="silu_and_mul", source="this is not a kernel")  # refused before any GPU
+    got = pool.evaluate([bad], tmp_path)
+    assert got["r1-k1"]["verdict"] == "compile_error" and "silu_and_mul_kernel" in got["r1-k1"]["reasons"][0]
+    own = AstraPool(gpus=1)  # astra's own pool of lab workers gives the same verdict
+    try:
+        assert own.evaluate([bad], tmp_path) == got
+    finally:
+        own.close()
+    assert pool.workers == [None]

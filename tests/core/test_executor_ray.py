@@ -180,6 +180,11 @@ def test_cache_entries_traces_and_files_come_back(rex, tmp_path):
 def test_a_cluster_without_gpu_is_refused_before_submitting(rex):
     with pytest.raises(UserError, match="has none"):
         rex.map(_square, [1], gpu=True)
+    if importlib.util.find_spec("torch") is not None:  # astra's candidates: refused before any model call
+        from triforge.astra.agents.executor_pool import ExecutorPool
+
+        with pytest.raises(UserError, match="need a GPU each and the ray executor has none"):
+            ExecutorPool(rex)
 
 
 _TIMING = {"wall_s", "wall_s_total", "check_s", "duration_s", "moved_aside", "start", "end"}

@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from triforge.cli.common import BaseUrlOpt, KeyEnvOpt, ModelOpt, console
+from triforge.cli.common import BaseUrlOpt, ExecutorOpt, KeyEnvOpt, ModelOpt, RayAddressOpt, console
 from triforge.core.errors import UserError
 
 EXIT_WAITING = 3
@@ -94,11 +94,16 @@ def open_models(roles: list[str], default: str | None, role_models: dict[str, st
             cache.close()
 
 
-def make_evaluator(evaluate_later: bool, gpus: int | None):
+def make_evaluator(evaluate_later: bool, gpus: int | None, executor: str = "local", ray_address: str | None = None):
     from triforge.astra.agents import Deferred, LocalPool
 
     if evaluate_later:
         return Deferred()
+    if executor != "local" or ray_address:  # candidates as executor tasks, one GPU each (docs/executor.md)
+        from triforge.astra.agents.executor_pool import ExecutorPool
+        from triforge.core.executor import make_executor
+
+        return ExecutorPool(make_executor(executor, address=ray_address), gpus)
     from triforge.astra.harness import require_gpu
 
     require_gpu()
@@ -128,6 +133,8 @@ def optimize(
     no_profile: bool = typer.Option(False, "--no-profile", help="Skip the ncu digest of correct candidates."),
     gpus: int = typer.Option(None, "--gpus", help="Workers for local evaluation (default: one per visible GPU)."),
     cache: str = typer.Option(None, "--cache", help="Response cache: off, rw or replay."),
+    executor: str = ExecutorOpt,
+    ray_address: str = RayAddressOpt,
 ) -> None:
     """Make a kernel faster with the testing, profiling, planning and coding agents; the lab decides."""
     from triforge.astra.agents import ROLES, SINGLE, LedgerLimits, Optimizer, OptimizeSettings
@@ -142,7 +149,8 @@ def optimize(
     (out / "command.txt").write_text(shlex.join(["triforge", "astra", "optimize", *argv]) + "\n" if argv is not None
                                      else "the same `triforge astra optimize` command\n")
     limits = LedgerLimits(max_calls, max_input_tokens, max_output_tokens, max_usd, max_evaluations)
-    evaluator = make_evaluator(evaluate_later, gpus)
+    evaluator = (make_evaluator(evaluate_later, gpus) if executor == "local" and not ray_address
+                 else make_evaluator(evaluate_later, gpus, executor, ray_address))
     try:
         with open_models(roles, model, rm, base_url, api_key_env, cache) as (models, aliases):
             settings = OptimizeSettings(task_name, source, label, rounds, candidates, repairs, single_agent, rel,
@@ -170,6 +178,8 @@ def optimize(
 def evaluate(
     run_dir: Path = typer.Argument(..., help="The run directory of `astra optimize --evaluate-later`."),
     gpus: int = typer.Option(None, "--gpus", help="Workers (default: one per visible GPU)."),
+    executor: str = ExecutorOpt,
+    ray_address: str = RayAddressOpt,
 ) -> None:
     """Evaluate every candidate waiting in RUN_DIR and write candidates/<id>/result.json."""
     from triforge.astra.agents.evaluator import evaluate_waiting, waiting_jobs
@@ -185,7 +195,8 @@ def evaluate(
             from triforge.astra import lab
 
             lab.load_task_file(run_dir / j.task_file)
-    evaluator = make_evaluator(False, gpus)
+    evaluator = (make_evaluator(False, gpus) if executor == "local" and not ray_address
+                 else make_evaluator(False, gpus, executor, ray_address))
     try:
         n = evaluate_waiting(run_dir, evaluator, lambda cid, r: console.print(f"{cid}: {r.get('verdict')}", markup=False))
     finally:

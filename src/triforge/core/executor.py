@@ -62,6 +62,10 @@ class Executor(Protocol):
             return_exceptions: bool = False, gpu: bool = False, outputs: Outputs | None = None
             ) -> list[R | BaseException]: ...
 
+    def gpu_slots(self) -> int:
+        """How many `gpu=True` tasks can run at once (0: none)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -110,7 +114,7 @@ class LocalPool:
         free: list[int] = []
         cond = threading.Condition()
         if gpu:
-            n = visible_gpus() if self.gpus is None else self.gpus
+            n = self.gpu_slots()
             if n < 1:
                 raise UserError("these tasks need a GPU each and this machine shows none (CUDA_VISIBLE_DEVICES, "
                                 "nvidia-smi); run where a GPU is visible or use --executor ray on a GPU cluster")
@@ -137,6 +141,9 @@ class LocalPool:
                         cond.notify()
 
         return _thread_map(run, items, jobs, on_done, return_exceptions)
+
+    def gpu_slots(self) -> int:
+        return visible_gpus() if self.gpus is None else self.gpus
 
     def close(self) -> None:
         pass

@@ -173,7 +173,7 @@ class RayExecutor:
             return_exceptions: bool = False, gpu: bool = False, outputs: Outputs | None = None) -> list[Any]:
         ray = self._ray
         items = list(items)
-        if gpu and ray.cluster_resources().get("GPU", 0) < 1:
+        if gpu and self.gpu_slots() < 1:
             raise UserError("these tasks need a GPU each and the Ray cluster has none (ray status lists its "
                             "resources); add a GPU node or run with --executor local on a GPU machine")
         services = self._services()
@@ -226,6 +226,9 @@ class RayExecutor:
         if first_error is not None:
             raise first_error
         return results
+
+    def gpu_slots(self) -> int:
+        return int(self._ray.cluster_resources().get("GPU", 0))
 
     def close(self) -> None:
         if self._ledger is not None:
