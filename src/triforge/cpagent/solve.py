@@ -14,6 +14,7 @@ from typing import Any
 
 from triforge.core import context
 from triforge.core.budget import Budget
+from triforge.core.isolation import IsolationPolicy
 from triforge.core.llm import LLM
 from triforge.core.provenance import guard_run_dir
 from triforge.core.rundir import RunDir
@@ -116,8 +117,9 @@ def solve_task(
     previous = rd.load_results()
     if resume and previous.get("status") in FINAL:
         return previous
+    isolation = IsolationPolicy.from_env().record()  # how model-written code is confined here
     rd.write_config({"task": task.id, "model": {"alias": llm.alias, **llm.config.model_dump()},
-                     **config.settings(), "settings_hash": fp.hash})
+                     **config.settings(), "settings_hash": fp.hash, "isolation": isolation})
     tracer = Tracer(rd.path)
     with context.use(tracer=tracer, budget=budget):
         record = attempt(task, llm, config=config, sandbox=sandbox, run_dir=rd.path, grade=grade)
