@@ -37,7 +37,8 @@ def round_rows(results: dict[str, Any]) -> list[list[str]]:
         d = c.get("decision") or {}
         verdict = res.get("verdict") or c.get("status", "")
         why = d.get("reason") or "; ".join(res.get("reasons", [])[:1]) or c.get("note", "")
-        rows.append([str(c.get("round")), cid, c.get("plan", {}).get("title", ""), verdict, _speedups(res), _roofline(res),
+        timed = res if verdict == "correct" else None  # a hack's or a wrong kernel's times mean nothing
+        rows.append([str(c.get("round")), cid, c.get("plan", {}).get("title", ""), verdict, _speedups(timed), _roofline(timed),
                      "accepted" if d.get("accepted") else ("start" if cid == "r0-start" else "rejected"), why[:200]])
     return rows
 
