@@ -110,3 +110,11 @@ def test_only_correct_candidates_can_be_accepted(verdict):
 def test_a_correct_candidate_without_timings_is_not_accepted():
     d = decide({"verdict": "correct", "timings": []}, result(1.0), "r0-start")
     assert not d.accepted
+
+
+def test_a_noisy_small_shape_neither_blocks_a_real_gain_nor_lends_one():
+    best = {"verdict": "correct", "copy_gbs": 4100.0, "timings": [row("big", 1.0, 0.002), row("small", 1.0, 0.04)]}
+    real = {"verdict": "correct", "copy_gbs": 4100.0, "timings": [row("big", 1.08, 0.002), row("small", 1.0, 0.04)]}
+    assert decide(real, best, "r0-start").accepted  # 8% on the steady shape; the noisy one unchanged
+    lucky = {"verdict": "correct", "copy_gbs": 4100.0, "timings": [row("big", 1.0, 0.002), row("small", 1.15, 0.04)]}
+    assert not decide(lucky, best, "r0-start").accepted  # 15% inside a 24% noise limit is no gain
