@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT / "src")]
 
 from triforge.astra.evaluate import EvalOptions  # noqa: E402
 from triforge.astra.harness import check  # noqa: E402
@@ -34,7 +34,7 @@ def _tasks(arg: str | None) -> list[str]:
 
 
 def smoke(out: Path, tasks: list[str]) -> dict:
-    from astra.planted.crash import CRASHES
+    from triforge.astra.corpus.planted.crash import CRASHES
 
     res: dict = {"checks": {}, "crash": {}}
     with Worker(timeout=300) as w:
@@ -57,7 +57,7 @@ def smoke(out: Path, tasks: list[str]) -> dict:
 
 
 def planted(tasks: list[str]) -> dict:
-    from astra.planted.run import run_planted
+    from triforge.astra.corpus.planted.run import run_planted
 
     with Worker(timeout=300) as w:
         res = run_planted(w, tasks)
@@ -72,7 +72,7 @@ def planted(tasks: list[str]) -> dict:
 
 def big_kernel() -> tuple[str, list[str]]:
     """A ~200-line file: four structural rewrites together, every template instantiated for three dtypes."""
-    from astra.planted.rewrites import (
+    from triforge.astra.corpus.planted.rewrites import (
         ACT_VEC,
         FP8_WARP,
         GELU,
@@ -139,9 +139,9 @@ def speed(tasks: list[str]) -> dict:
 
 
 def adversarial() -> dict:
-    """The adversarial corpus of issue 19 (tests/astra/adversarial.py), every verdict against its expectation."""
+    """The adversarial corpus of issue 19 (src/triforge/astra/corpus/adversarial.py), every verdict against its expectation."""
     only = os.environ.get("ASTRA_CLASSES")  # e.g. "5-overflow,honest": a subset
-    from astra.adversarial import corpus
+    from triforge.astra.corpus.adversarial import corpus
 
     rows = []
     with Worker(timeout=300) as w:
@@ -233,7 +233,7 @@ def bench(tasks: list[str], runs: int, out_dir: Path | None = None) -> dict:
 
 
 def profile_all(tasks: list[str], out_dir: Path | None = None) -> dict:
-    from astra.planted.variants import by_task
+    from triforge.astra.corpus.planted.variants import by_task
     from triforge.astra.harness import run_sanitizer
     from triforge.astra.profile import profile
 
@@ -286,7 +286,7 @@ def report(src: Path, dest: Path) -> None:
             why = (r["reasons"][0] if r["reasons"] else "").replace("|", "/").replace("\n", " ")[:140]
             md.append(f"| {r['task']} | {r['name']} | {r['kind']} | {r['verdict']} | {'yes' if r['ok'] else 'NO'} | {why} |")
     if "adversarial" in parts:
-        md += ["", "## Adversarial corpus (tests/astra/adversarial.py)", "", "| class | right / cases |", "|---|---|"]
+        md += ["", "## Adversarial corpus (src/triforge/astra/corpus/adversarial.py)", "", "| class | right / cases |", "|---|---|"]
         for k, b in parts["adversarial"]["summary"].items():
             md.append(f"| {k} | {b['right']} / {b['cases']} |")
         md += ["", "| class | case | expected | verdict | right | first reason |", "|---|---|---|---|---|---|"]

@@ -1,10 +1,10 @@
-"""The adversarial corpus (tests/astra/adversarial.py): what needs no GPU here, every verdict on the GPU."""
+"""The adversarial corpus (src/triforge/astra/corpus/adversarial.py): what needs no GPU here, every verdict on the GPU."""
 
 from __future__ import annotations
 
 import pytest
 
-from astra.adversarial import corpus
+from triforge.astra.corpus.adversarial import corpus
 from triforge.astra.harness import audit_on_cpu
 from triforge.astra.scan import scan
 

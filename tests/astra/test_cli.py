@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from astra.planted.hacks import variants as hack_variants
+from triforge.astra.corpus.planted.hacks import variants as hack_variants
 from triforge.astra.task import all_tasks, get_task
 from triforge.cli.astra import app
 from triforge.core.errors import UserError

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from astra.planted.crash import CRASHES
-from astra.planted.run import judge
-from astra.planted.variants import all_variants
+from triforge.astra.corpus.planted.crash import CRASHES
+from triforge.astra.corpus.planted.run import judge
+from triforge.astra.corpus.planted.variants import all_variants
 from triforge.astra.evaluate import EvalOptions
 from triforge.astra.harness import check
 from triforge.astra.task import all_tasks, get_task

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from astra.planted.variants import all_variants
+from triforge.astra.corpus.planted.variants import all_variants
 from triforge.astra.scan import scan
 from triforge.astra.task import all_tasks, get_task
 

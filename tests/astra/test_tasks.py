@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from astra.planted.variants import by_task
 from triforge.astra.compile import instantiate, nvcc_check
+from triforge.astra.corpus.planted.variants import by_task
 from triforge.astra.task import CTYPE, all_tasks, get_task
 
 PAPER = {"merge_attn_states_lse", "fused_add_rmsnorm", "silu_and_mul"}

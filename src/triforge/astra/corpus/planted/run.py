@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from astra.planted.variants import Variant, all_variants
+from triforge.astra.corpus.planted.variants import Variant, all_variants
 from triforge.astra.evaluate import EvalOptions
 from triforge.astra.harness import check
 

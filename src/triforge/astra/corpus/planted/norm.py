@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from astra.planted.variants import Variant, mutate, relaunch
+from triforge.astra.corpus.planted.variants import Variant, mutate, relaunch
 
 RSTD = "if (tid == 0) s_rstd = rsqrtf(red[0] / (float)hidden + eps);"
 TREE = "if (tid < s && tid + s < blockDim.x) red[tid] += red[tid + s];\n    __syncthreads();"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from astra.planted.variants import Variant, mutate, relaunch
+from triforge.astra.corpus.planted.variants import Variant, mutate, relaunch
 
 LOOP = "for (int i = threadIdx.x; i < d; i += blockDim.x) {"
 STORE_SILU = "o[i] = from_float<T>(silu(a) * b);"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from astra.planted.variants import Variant
+from triforge.astra.corpus.planted.variants import Variant
 from triforge.astra.task import get_task
 
 STORE = "o[i] = from_float<T>(silu(a) * b);"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from astra.planted.variants import Variant, mutate, relaunch
+from triforge.astra.corpus.planted.variants import Variant, mutate, relaunch
 
 LOOP = "for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {"
 W = "    wa = ea / total;\n    wb = eb / total;"

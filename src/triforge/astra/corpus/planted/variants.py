@@ -46,7 +46,7 @@ def relaunch(task: str, name: str, block: str, grid: str | None = None) -> Varia
 
 
 def all_variants() -> list[Variant]:
-    from astra.planted import act, hacks, merge, norm, other, rewrites
+    from triforge.astra.corpus.planted import act, hacks, merge, norm, other, rewrites
 
     out: list[Variant] = []
     for mod in (act, norm, merge, other, rewrites, hacks):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from astra.planted.variants import Variant, mutate, relaunch
+from triforge.astra.corpus.planted.variants import Variant, mutate, relaunch
 
 Q_LOOP = "for (int k = threadIdx.x; k < num_heads * embed; k += blockDim.x) {"
 TREE = "if (tid < s && tid + s < blockDim.x) red[tid] = fmaxf(red[tid], red[tid + s]);\n    __syncthreads();"
