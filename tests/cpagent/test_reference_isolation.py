@@ -68,3 +68,45 @@ def test_the_server_is_refused_where_nothing_isolates(monkeypatch):
     monkeypatch.setattr(isolation, "mechanism", lambda: isolation.Mechanism("none", why_not="test: disabled"))
     with pytest.raises(isolation.IsolationUnavailable):
         WarmServer(HARNESS)
+
+
+def test_a_hostile_reference_run_cold_reaches_nothing_either(tmp_path):
+    """Without the warm server (TRIFORGE_CPBENCH_WARM=0, or another interpreter) the harness runs under the
+    same policy; it used to run as a plain subprocess with the host environment."""
+    import sys
+
+    from triforge.cpagent.sandbox import run_harness
+
+    planted = Path("/tmp") / f"triforge-ref-cold-{uuid.uuid4().hex[:8]}"
+    secret_file = Path.home() / f".triforge-ref-cold-secret-{uuid.uuid4().hex[:8]}"
+    secret = uuid.uuid4().hex
+    secret_file.write_text(secret)
+    secret_file.chmod(0o600)
+    try:
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            listener.settimeout(0.3)
+            source = f"""
+import socket
+for name, fn in [("write", lambda: open({str(planted)!r}, "w").write("x")),
+                 ("read", lambda: open({str(secret_file)!r}).read()),
+                 ("net", lambda: socket.create_connection(("127.0.0.1", {listener.getsockname()[1]}), timeout=2))]:
+    try:
+        print(name, "GOT", fn())
+    except Exception as e:
+        print(name, "FAILED", type(e).__name__)
+"""
+            work = tmp_path / "work"
+            work.mkdir()
+            job, result = work / "job.json", work / "result.json"
+            job.write_text(json.dumps({"source": source, "model_name": "model", "budget_s": 20, "workers": 1}))
+            r = run_harness(sys.executable, HARNESS, "ref", job, result, timeout=60, workdir=work)
+            text = r.stdout + r.stderr + (result.read_text() if result.is_file() else "")
+            assert "net FAILED" in text, text
+            assert secret not in text and not planted.exists()
+            with pytest.raises(TimeoutError):
+                listener.accept()
+    finally:
+        secret_file.unlink()
+        planted.unlink(missing_ok=True)

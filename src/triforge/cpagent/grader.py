@@ -28,8 +28,8 @@ from triforge.cpagent.output import (
 )
 from triforge.cpagent.overconstrained import bool_or_01_keys, relax_source
 from triforge.cpagent.refmodel import check_plan
-from triforge.cpagent.refs import HARNESS, START_SLACK_S, RefCache, RefResult, harness_env, reference_for
-from triforge.cpagent.sandbox import Limits, run_python
+from triforge.cpagent.refs import HARNESS, START_SLACK_S, RefCache, RefResult, reference_for
+from triforge.cpagent.sandbox import Limits, run_harness, run_python
 from triforge.cpagent.submission import program_for, run_error, syntax_error
 
 VERDICTS = ("correct", "incorrect", "error", "timeout", "no_output")
@@ -115,8 +115,7 @@ def _harness(mode: str, job: dict[str, Any], budget: float, python: str = sys.ex
             w = warm.pool(HARNESS).run(mode, jp, rp, budget)
             timed_out, err = w.timed_out, w.stderr
         else:
-            r = proc.run([python, str(HARNESS), mode, str(jp), str(rp)], timeout=budget, cwd=tmp,
-                         env=harness_env())
+            r = run_harness(python, HARNESS, mode, jp, rp, timeout=budget, workdir=tmp)
             timed_out, err = r.timed_out, r.stderr
         out = json.loads(rp.read_text()) if rp.is_file() else None
     why = "timed out" if timed_out else f"failed: {(err.strip().splitlines() or ['?'])[-1][:300]}"

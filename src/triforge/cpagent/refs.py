@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from triforge.core import proc
 from triforge.cpagent import refmodel, warm
 from triforge.cpagent.dataset import DatasetError, Problem
 from triforge.cpagent.output import OutputError, key_errors, parse_solution
 from triforge.cpagent.ref_budgets import expectation, ref_budget
+from triforge.cpagent.sandbox import run_harness
 
 HARNESS = Path(__file__).with_name("harness.py")
 # Slack over the problem's time limit for interpreter start and cpmpy import (about 0.5 s measured).
@@ -79,12 +79,6 @@ def run_sha(source: str, budget_s: float, workers: int) -> str:
     return source_sha(f"{source}\n# triforge: budget {budget_s:g} s, {workers} workers")
 
 
-def harness_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
-    return env
-
-
 def run_reference(problem: Problem, instance: int = 0, *, timeout_s: float | None = None,
                   python: str = sys.executable, nice: int = 0) -> RefResult:
     """Run the reference model on one instance; ok when it printed a valid solution within its budget.
@@ -104,8 +98,7 @@ def run_reference(problem: Problem, instance: int = 0, *, timeout_s: float | Non
             w = warm.pool(HARNESS).run("ref", job, res, budget + WARM_SLACK_S, nice)
             timed_out, seconds, stdout, stderr = w.timed_out, w.seconds, w.stdout, w.stderr
         else:
-            r = proc.run([python, str(HARNESS), "ref", str(job), str(res)], timeout=budget + START_SLACK_S,
-                         cwd=tmp, env=harness_env())
+            r = run_harness(python, HARNESS, "ref", job, res, timeout=budget + START_SLACK_S, workdir=tmp)
             timed_out, seconds, stdout, stderr = r.timed_out, r.duration_s, r.stdout, r.stderr
         meta = json.loads(res.read_text()) if res.is_file() else None
 

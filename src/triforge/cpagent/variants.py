@@ -12,12 +12,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from triforge.core import proc
 from triforge.cpagent import warm
 from triforge.cpagent.dataset import Problem
 from triforge.cpagent.overconstrained import relax_source
 from triforge.cpagent.refmodel import check_plan
-from triforge.cpagent.refs import HARNESS, START_SLACK_S, harness_env
+from triforge.cpagent.refs import HARNESS, START_SLACK_S
+from triforge.cpagent.sandbox import run_harness
 
 
 def solve_variant(
@@ -48,8 +48,7 @@ def solve_variant(
             w = warm.pool(HARNESS).run("variant", jp, rp, budget)
             err = w.stderr
         else:
-            r = proc.run([sys.executable, str(HARNESS), "variant", str(jp), str(rp)], timeout=budget, cwd=tmp,
-                         env=harness_env())
+            r = run_harness(sys.executable, HARNESS, "variant", jp, rp, timeout=budget, workdir=tmp)
             err = r.stderr
         if not rp.is_file():
             return {"status": "ERROR", "reason": (err.strip().splitlines() or ["?"])[-1]}
@@ -68,8 +67,7 @@ def printed_suboptimal(problem: Problem, instance: int = 0, *, worse_than: float
         if warm.enabled():
             warm.pool(HARNESS).run("probe", jp, rp, budget)
         else:
-            proc.run([sys.executable, str(HARNESS), "probe", str(jp), str(rp)], timeout=budget, cwd=tmp,
-                     env=harness_env())
+            run_harness(sys.executable, HARNESS, "probe", jp, rp, timeout=budget, workdir=tmp)
         if not rp.is_file():
             return None
         return json.loads(rp.read_text()).get("stdout") or None
