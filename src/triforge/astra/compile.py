@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,8 +103,13 @@ def nvrtc_compile(source: str, names: list[str], arch: str = "sm_90", fast_math:
         hit = _MEM[key]
         return CompileResult(True, hit.cubin, hit.lowered, hit.log, opts, 0.0, True, hit.ptx)
     disk = cache_dir() / f"{key}.json"
+    meta: dict = {}
     if use_cache and disk.is_file() and (cache_dir() / f"{key}.cubin").is_file():
-        meta = json.loads(disk.read_text())
+        try:
+            meta = json.loads(disk.read_text())
+        except (OSError, ValueError):  # a cache file damaged outside triforge: compile again
+            meta = {}
+    if use_cache and meta.get("lowered") is not None:
         cubin = (cache_dir() / f"{key}.cubin").read_bytes()
         res = CompileResult(True, cubin, meta["lowered"], meta["log"], opts, 0.0, True, meta.get("ptx", ""))
         if res.ptx:
@@ -142,9 +148,17 @@ def nvrtc_compile(source: str, names: list[str], arch: str = "sm_90", fast_math:
     res = CompileResult(True, cubin, lowered, log, opts, time.perf_counter() - t0, False, ptx)
     if use_cache:
         _MEM[key] = res
-        (cache_dir() / f"{key}.cubin").write_bytes(cubin)
-        disk.write_text(json.dumps({"lowered": lowered, "log": log, "options": opts, "ptx": ptx}))
+        # cubin first, each through a temporary name: a worker on another GPU sharing this cache never
+        # reads a half-written file, and sees the json (its "cached" signal) only once the cubin is whole
+        _write_atomic(cache_dir() / f"{key}.cubin", cubin)
+        _write_atomic(disk, json.dumps({"lowered": lowered, "log": log, "options": opts, "ptx": ptx}).encode())
     return res
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 _DIAG = re.compile(r"^(.*?)\((\d+)\): (error|warning|remark|catastrophic error|note)")
