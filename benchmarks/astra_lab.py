@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src")]
 
+from triforge.astra.check_host import check  # noqa: E402
 from triforge.astra.evaluate import EvalOptions  # noqa: E402
-from triforge.astra.harness import check  # noqa: E402
 from triforge.astra.task import all_tasks, get_task  # noqa: E402
 from triforge.astra.worker import Worker  # noqa: E402
 
@@ -233,8 +233,8 @@ def bench(tasks: list[str], runs: int, out_dir: Path | None = None) -> dict:
 
 
 def profile_all(tasks: list[str], out_dir: Path | None = None) -> dict:
+    from triforge.astra.check_host import run_sanitizer
     from triforge.astra.corpus.planted.variants import by_task
-    from triforge.astra.harness import run_sanitizer
     from triforge.astra.profile import profile
 
     out: dict = {"profiles": {}, "sanitizer": {}}

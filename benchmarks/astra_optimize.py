@@ -141,7 +141,7 @@ class InstantLab:
 
 
 def overhead(rounds: int, k: int, repeats: int) -> dict[str, Any]:
-    from triforge.astra.harness import precheck
+    from triforge.astra.check_host import precheck
 
     per, pre = [], []
     for _ in range(repeats):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from triforge.astra.check_host import audit_on_cpu
 from triforge.astra.corpus.adversarial import corpus
-from triforge.astra.harness import audit_on_cpu
 from triforge.astra.scan import scan
 
 CASES = corpus()
@@ -55,8 +55,8 @@ def test_everything_else_passes_the_static_rules(case):
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.cls}/{c.name}")
 def test_verdict_on_the_gpu(gpu_worker, case):
+    from triforge.astra.check_host import check
     from triforge.astra.evaluate import EvalOptions
-    from triforge.astra.harness import check
 
     res = check(case.task, case.source, EvalOptions(runs=40, shapes=case.shapes), gpu_worker, timeout=300)
     why = f"{res['verdict']}: {res.get('reasons')}"

@@ -72,7 +72,7 @@ def test_interface_mismatch_is_caught():
 def test_the_documented_example_is_a_valid_candidate():
     from pathlib import Path
 
-    from triforge.astra.harness import precheck
+    from triforge.astra.check_host import precheck
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "astra.md").read_text()
     start = doc.index("```cuda") + len("```cuda")

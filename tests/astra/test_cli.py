@@ -141,3 +141,15 @@ def test_astra_starts_with_only_the_gpu_extra(tmp_path, args):
         assert r.returncode == 2 and "GPU" in r.stderr
     else:
         assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_compare_is_the_comparator_command_and_bench_a_hidden_alias():
+    from typer.testing import CliRunner
+
+    from triforge.cli.app import app
+
+    shown = CliRunner().invoke(app, ["astra", "--help"]).output
+    assert "compare" in shown and " bench " not in shown
+    for name in ("compare", "bench"):
+        r = CliRunner().invoke(app, ["astra", name, "--help"])
+        assert r.exit_code == 0 and "--task" in r.output

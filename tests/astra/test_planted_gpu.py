@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from triforge.astra.check_host import check
 from triforge.astra.corpus.planted.crash import CRASHES
 from triforge.astra.corpus.planted.run import judge
 from triforge.astra.corpus.planted.variants import all_variants
 from triforge.astra.evaluate import EvalOptions
-from triforge.astra.harness import check
 from triforge.astra.task import all_tasks, get_task
 
 pytestmark = pytest.mark.gpu

@@ -117,7 +117,7 @@ def test_program_without_data_block_cannot_answer_other_instances(queens, tmp_pa
 
 def test_submissions_are_confined(queens, tmp_path):
     """No network, no writing outside a size limit, a scrubbed environment, a fresh working folder."""
-    from triforge.cpagent.sandbox import Limits, run_python
+    from triforge.cpagent.program_run import Limits, run_python
 
     probe = '''
 import json, os, socket

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from triforge.core import isolation
-from triforge.cpagent.refs import HARNESS
+from triforge.cpagent.refs import REF_JOBS
 from triforge.cpagent.warm import WarmServer
 
 
@@ -30,7 +30,7 @@ for name, fn in [("write", lambda: open({str(planted)!r}, "w").write("x")),
     except Exception as e:
         print(name, "FAILED", type(e).__name__)
 """
-    server = WarmServer(HARNESS)
+    server = WarmServer(REF_JOBS)
     try:
         with socket.socket() as listener:
             listener.bind(("127.0.0.1", 0))
@@ -53,7 +53,7 @@ for name, fn in [("write", lambda: open({str(planted)!r}, "w").write("x")),
 
 def test_an_honest_reference_still_runs_and_answers(tmp_path):
     source = "import cpmpy as cp\nx = cp.intvar(0, 9, name='x')\nmodel = cp.Model(x == 4)\nmodel.solve()\nprint(x.value())"
-    server = WarmServer(HARNESS)
+    server = WarmServer(REF_JOBS)
     try:
         job, result = tmp_path / "job.json", tmp_path / "result.json"
         job.write_text(json.dumps({"source": source, "model_name": "model", "budget_s": 20, "workers": 1}))
@@ -67,7 +67,7 @@ def test_the_server_is_refused_where_nothing_isolates(monkeypatch):
     monkeypatch.delenv(isolation.ENV_VAR, raising=False)
     monkeypatch.setattr(isolation, "mechanism", lambda: isolation.Mechanism("none", why_not="test: disabled"))
     with pytest.raises(isolation.IsolationUnavailable):
-        WarmServer(HARNESS)
+        WarmServer(REF_JOBS)
 
 
 def test_a_hostile_reference_run_cold_reaches_nothing_either(tmp_path):
@@ -75,7 +75,7 @@ def test_a_hostile_reference_run_cold_reaches_nothing_either(tmp_path):
     same policy; it used to run as a plain subprocess with the host environment."""
     import sys
 
-    from triforge.cpagent.sandbox import run_harness
+    from triforge.cpagent.program_run import run_harness
 
     planted = Path("/tmp") / f"triforge-ref-cold-{uuid.uuid4().hex[:8]}"
     secret_file = Path.home() / f".triforge-ref-cold-secret-{uuid.uuid4().hex[:8]}"
@@ -101,7 +101,7 @@ for name, fn in [("write", lambda: open({str(planted)!r}, "w").write("x")),
             work.mkdir()
             job, result = work / "job.json", work / "result.json"
             job.write_text(json.dumps({"source": source, "model_name": "model", "budget_s": 20, "workers": 1}))
-            r = run_harness(sys.executable, HARNESS, "ref", job, result, timeout=60, workdir=work)
+            r = run_harness(sys.executable, REF_JOBS, "ref", job, result, timeout=60, workdir=work)
             text = r.stdout + r.stderr + (result.read_text() if result.is_file() else "")
             assert "net FAILED" in text, text
             assert secret not in text and not planted.exists()

@@ -221,7 +221,7 @@ def check(task_name: str, source: str, *, worker: Any, shapes: str = "train", ti
           extra_shapes: list[Shape] | None = None, time_heldout: bool = False, task_file: str | None = None,
           seed: int | None = None, runs: int = 200, timeout: float | None = None) -> CheckResult:
     """The lab's check of `source`: static precheck here, everything else in `worker`."""
-    from triforge.astra.harness import precheck
+    from triforge.astra.check_host import precheck
 
     if task_file:
         load_task_file(task_file)
@@ -275,7 +275,7 @@ def bench(task_name: str, source: str | None, *, worker: Any, runs: int = 100, u
 def profile(task_name: str, source: str, *, shape_index: int = 0, dtype: str = "bf16",
             timeout: float = 300) -> ProfileResult:
     """ncu digest of `source` on one timing shape; a kernel the static scan rejects is never profiled."""
-    from triforge.astra.harness import precheck
+    from triforge.astra.check_host import precheck
     from triforge.astra.profile import profile as run_profile
 
     early = precheck(task_name, source)

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from triforge.astra.harness import _tool
+from triforge.astra.check_host import _tool
 from triforge.astra.task import get_task, shape_label
 from triforge.core import proc
 from triforge.core.errors import UserError

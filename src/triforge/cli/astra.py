@@ -54,8 +54,8 @@ def check_cmd(
     json_out: str | None = typer.Option(None, "--json", help="Write the full result here."),
 ) -> None:
     """Check a candidate: verdict correct / incorrect / hack / crash / compile_error; exit 0 only if correct."""
+    from triforge.astra.check_host import check, precheck, require_gpu, write_json
     from triforge.astra.evaluate import EvalOptions
-    from triforge.astra.harness import check, precheck, require_gpu, write_json
     from triforge.astra.task import get_task
     from triforge.astra.worker import Worker
 
@@ -84,7 +84,7 @@ def check_cmd(
     raise typer.Exit(0 if res["verdict"] == "correct" else 1)
 
 
-@app.command("bench")
+@app.command("compare")
 def bench_cmd(
     task: str = typer.Option(..., "--task"),
     kernel: Path | None = typer.Option(None, "--kernel", help="Optional candidate to add to the table."),
@@ -93,7 +93,7 @@ def bench_cmd(
     json_out: str | None = typer.Option(None, "--json"),
 ) -> None:
     """Comparator table: baseline, candidate, PyTorch eager, torch.compile, FlashInfer (when installed)."""
-    from triforge.astra.harness import precheck, require_gpu, write_json
+    from triforge.astra.check_host import precheck, require_gpu, write_json
     from triforge.astra.task import get_task
     from triforge.astra.worker import Worker
 
@@ -126,6 +126,10 @@ def bench_cmd(
         console.print(f"note: {n}", markup=False)
 
 
+# "bench" names a benchmark run elsewhere (cpagent bench); the old name stays as a hidden alias
+app.command("bench", hidden=True)(bench_cmd)
+
+
 @app.command("profile")
 def profile_cmd(
     task: str = typer.Option(..., "--task"),
@@ -135,7 +139,7 @@ def profile_cmd(
     json_out: str | None = typer.Option(None, "--json"),
 ) -> None:
     """ncu metrics (clocks left alone) and ptxas numbers, condensed into a digest."""
-    from triforge.astra.harness import write_json
+    from triforge.astra.check_host import write_json
     from triforge.astra.profile import profile
 
     _read_kernel(kernel)
@@ -158,7 +162,7 @@ def scan_cmd(
     source = _read_kernel(kernel) or ""
     found = [str(f) for f in scan(source)]
     if task is not None:
-        from triforge.astra.harness import audit_on_cpu
+        from triforge.astra.check_host import audit_on_cpu
         from triforge.astra.task import get_task
 
         get_task(task)

@@ -104,7 +104,7 @@ def make_evaluator(evaluate_later: bool, gpus: int | None, executor: str = "loca
         from triforge.core.executor import make_executor
 
         return ExecutorPool(make_executor(executor, address=ray_address), gpus)
-    from triforge.astra.harness import require_gpu
+    from triforge.astra.check_host import require_gpu
 
     require_gpu()
     return LocalPool(gpus)

@@ -24,7 +24,7 @@ from triforge.core.tools import Tool, ToolSet, tool
 from triforge.cpagent.cell_hints import error_hint, install_note, strip_installs
 from triforge.cpagent.kernel_tools import explain_code, prove_code
 from triforge.cpagent.output import OutputError, key_errors, parse_solution
-from triforge.cpagent.sandbox import Limits, run_python
+from triforge.cpagent.program_run import Limits, run_python
 from triforge.cpagent.small_model import SmallModelAids
 from triforge.cpagent.task import CPTask, system_prompt, task_prompt
 

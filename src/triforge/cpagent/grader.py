@@ -27,9 +27,9 @@ from triforge.cpagent.output import (
     shape_errors,
 )
 from triforge.cpagent.overconstrained import bool_or_01_keys, relax_source
+from triforge.cpagent.program_run import Limits, run_harness, run_python
 from triforge.cpagent.refmodel import check_plan
-from triforge.cpagent.refs import HARNESS, START_SLACK_S, RefCache, RefResult, reference_for
-from triforge.cpagent.sandbox import Limits, run_harness, run_python
+from triforge.cpagent.refs import REF_JOBS, START_SLACK_S, RefCache, RefResult, reference_for
 from triforge.cpagent.submission import program_for, run_error, syntax_error
 
 VERDICTS = ("correct", "incorrect", "error", "timeout", "no_output")
@@ -73,7 +73,7 @@ def check_candidates(
     solver, all in one subprocess (candidates are (values, solver) pairs).
 
     The reference's output code is read statically where every key prints `<expr>.value()` (possibly cast);
-    otherwise the check is dynamic (harness_probe.py: probes find which expression each printed leaf shows).
+    otherwise the check is dynamic (ref_jobs_probe.py: probes find which expression each printed leaf shows).
     Returns one harness result per candidate (`status`, maybe `objective`, `reason`) and notes about
     restrictions that could not be lifted.
     """
@@ -112,10 +112,10 @@ def _harness(mode: str, job: dict[str, Any], budget: float, python: str = sys.ex
         jp, rp = Path(tmp, "job.json"), Path(tmp, "result.json")
         jp.write_text(json.dumps(job))
         if warm.enabled() and python == sys.executable:
-            w = warm.pool(HARNESS).run(mode, jp, rp, budget)
+            w = warm.pool(REF_JOBS).run(mode, jp, rp, budget)
             timed_out, err = w.timed_out, w.stderr
         else:
-            r = run_harness(python, HARNESS, mode, jp, rp, timeout=budget, workdir=tmp)
+            r = run_harness(python, REF_JOBS, mode, jp, rp, timeout=budget, workdir=tmp)
             timed_out, err = r.timed_out, r.stderr
         out = json.loads(rp.read_text()) if rp.is_file() else None
     why = "timed out" if timed_out else f"failed: {(err.strip().splitlines() or ['?'])[-1][:300]}"
@@ -197,7 +197,7 @@ def _verdict_from_check(v: Verdict, res: dict[str, Any], problem: Problem, optim
 def derived_template(problem: Problem, instance: int = 0, *, relax: bool = True) -> dict[str, Any]:
     """Shape and kind of each output key read off the reference's expressions: what a solution must look
     like when no reference output is at hand (False stands for a boolean, 0 for an integer). Where the
-    output code cannot be read statically, what the reference printed on a probe (harness_probe.py)."""
+    output code cannot be read statically, what the reference printed on a probe (ref_jobs_probe.py)."""
     source = problem.instance_source(instance)
     if relax:
         source, _ = relax_source(problem.id, source)

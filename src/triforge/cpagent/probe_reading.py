@@ -1,5 +1,5 @@
 """How a reference prints: matching what it printed on probe assignments against the values of its variables and
-expressions (the reading half of harness_probe.py; no triforge import, run in the harness's subprocess)."""
+expressions (the reading half of ref_jobs_probe.py; no triforge import, run in the harness's subprocess)."""
 
 from __future__ import annotations
 

@@ -16,10 +16,10 @@ from typing import Any
 from triforge.cpagent import refmodel, warm
 from triforge.cpagent.dataset import DatasetError, Problem
 from triforge.cpagent.output import OutputError, key_errors, parse_solution
+from triforge.cpagent.program_run import run_harness
 from triforge.cpagent.ref_budgets import expectation, ref_budget
-from triforge.cpagent.sandbox import run_harness
 
-HARNESS = Path(__file__).with_name("harness.py")
+REF_JOBS = Path(__file__).with_name("ref_jobs.py")
 # Slack over the problem's time limit for interpreter start and cpmpy import (about 0.5 s measured).
 START_SLACK_S = 2.0
 WARM_SLACK_S = 0.2  # a forked warm child starts in milliseconds
@@ -95,10 +95,10 @@ def run_reference(problem: Problem, instance: int = 0, *, timeout_s: float | Non
         job.write_text(json.dumps({"source": source, "model_name": model_name, "budget_s": budget,
                                    "workers": workers}))
         if warm.enabled() and python == sys.executable:
-            w = warm.pool(HARNESS).run("ref", job, res, budget + WARM_SLACK_S, nice)
+            w = warm.pool(REF_JOBS).run("ref", job, res, budget + WARM_SLACK_S, nice)
             timed_out, seconds, stdout, stderr = w.timed_out, w.seconds, w.stdout, w.stderr
         else:
-            r = run_harness(python, HARNESS, "ref", job, res, timeout=budget + START_SLACK_S, workdir=tmp)
+            r = run_harness(python, REF_JOBS, "ref", job, res, timeout=budget + START_SLACK_S, workdir=tmp)
             timed_out, seconds, stdout, stderr = r.timed_out, r.duration_s, r.stdout, r.stderr
         meta = json.loads(res.read_text()) if res.is_file() else None
 

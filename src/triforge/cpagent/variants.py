@@ -15,9 +15,9 @@ from typing import Any
 from triforge.cpagent import warm
 from triforge.cpagent.dataset import Problem
 from triforge.cpagent.overconstrained import relax_source
+from triforge.cpagent.program_run import run_harness
 from triforge.cpagent.refmodel import check_plan
-from triforge.cpagent.refs import HARNESS, START_SLACK_S
-from triforge.cpagent.sandbox import run_harness
+from triforge.cpagent.refs import REF_JOBS, START_SLACK_S
 
 
 def solve_variant(
@@ -45,10 +45,10 @@ def solve_variant(
         jp.write_text(json.dumps(job))
         budget = time_limit + START_SLACK_S + 10
         if warm.enabled():
-            w = warm.pool(HARNESS).run("variant", jp, rp, budget)
+            w = warm.pool(REF_JOBS).run("variant", jp, rp, budget)
             err = w.stderr
         else:
-            r = run_harness(sys.executable, HARNESS, "variant", jp, rp, timeout=budget, workdir=tmp)
+            r = run_harness(sys.executable, REF_JOBS, "variant", jp, rp, timeout=budget, workdir=tmp)
             err = r.stderr
         if not rp.is_file():
             return {"status": "ERROR", "reason": (err.strip().splitlines() or ["?"])[-1]}
@@ -65,9 +65,9 @@ def printed_suboptimal(problem: Problem, instance: int = 0, *, worse_than: float
         jp.write_text(json.dumps(job))
         budget = time_limit + START_SLACK_S
         if warm.enabled():
-            warm.pool(HARNESS).run("probe", jp, rp, budget)
+            warm.pool(REF_JOBS).run("probe", jp, rp, budget)
         else:
-            run_harness(sys.executable, HARNESS, "probe", jp, rp, timeout=budget, workdir=tmp)
+            run_harness(sys.executable, REF_JOBS, "probe", jp, rp, timeout=budget, workdir=tmp)
         if not rp.is_file():
             return None
         return json.loads(rp.read_text()).get("stdout") or None

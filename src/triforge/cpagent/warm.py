@@ -1,7 +1,7 @@
 """Harness jobs in forked children of a server that has already imported cpmpy and OR-Tools.
 
 A fresh interpreter spends about half a second importing cpmpy before a check can start; forking a
-warm server (`harness.py serve`) skips that, which is what keeps fix-and-solve under a second. Each
+warm server (`ref_jobs.py serve`) skips that, which is what keeps fix-and-solve under a second. Each
 job still runs in its own process group with a deadline and is killed whole on timeout. Servers are
 started on first use, one per concurrent caller, and end when this process exits.
 Set TRIFORGE_CPBENCH_WARM=0 to use a plain subprocess per job instead.

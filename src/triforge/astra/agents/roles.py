@@ -14,7 +14,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from triforge.astra import lab
-from triforge.astra.harness import precheck
+from triforge.astra.check_host import precheck
 from triforge.astra.task import TaskSpec, shape_label
 from triforge.core.errors import BudgetExceeded, FormatError, Submitted
 from triforge.core.llm import LLM

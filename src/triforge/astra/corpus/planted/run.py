@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from triforge.astra.check_host import check
 from triforge.astra.corpus.planted.variants import Variant, all_variants
 from triforge.astra.evaluate import EvalOptions
-from triforge.astra.harness import check
 
 
 def judge(v: Variant, res: dict[str, Any]) -> bool:

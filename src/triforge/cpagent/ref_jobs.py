@@ -1,9 +1,9 @@
 """Subprocess side of the reference runner and the grader; run as a script, it imports only cpmpy.
 
-    python harness.py ref JOB.json RESULT.json    run a reference model; its stdout is the reference's output
-    python harness.py check JOB.json RESULT.json  fix submitted values in a reference model and solve
-    python harness.py variant JOB.json RESULT.json  solve the model with extra constraints (tests, tools)
-    python harness.py template JOB.json RESULT.json the shape and kind of each output key
+    python ref_jobs.py ref JOB.json RESULT.json    run a reference model; its stdout is the reference's output
+    python ref_jobs.py check JOB.json RESULT.json  fix submitted values in a reference model and solve
+    python ref_jobs.py variant JOB.json RESULT.json  solve the model with extra constraints (tests, tools)
+    python ref_jobs.py template JOB.json RESULT.json the shape and kind of each output key
 
 Kept free of triforge imports so that each subprocess starts in the time it takes to import cpmpy.
 """
@@ -118,7 +118,7 @@ def _fixing(cp: Any, np: Any, expr: Any, value: Any) -> tuple[list[Any], str | N
 
 def _build(prefix: str, model_name: str, key_exprs: dict[str, str]) -> tuple[Any, dict[str, Any]]:
     import cpmpy as cp
-    from harness_explain import record_lines
+    from ref_jobs_explain import record_lines
 
     record_lines(cp)  # names a violated constraint by its line
     ns: dict[str, Any] = {"__name__": "__main__"}
@@ -193,7 +193,7 @@ def _check_one(cp: Any, np: Any, model: Any, exprs: dict[str, Any], values: dict
     # Without a known optimum, the best completion of the fixed keys is what must be proven optimal.
     out: dict[str, Any] = {"status": solve(base, objective_too=objective is not None and optimum is None)}
     if out["status"] == "UNSATISFIABLE":
-        from harness_explain import explain_unsat
+        from ref_jobs_explain import explain_unsat
 
         out["reason"] = explain_unsat(cp, model, fix, solver, limit, job.get("prefix", ""))
     if out["status"] in ("FEASIBLE", "OPTIMAL") and objective is not None:
@@ -325,8 +325,8 @@ def main(argv: list[str]) -> int:
     mode, job_path, result_path = argv[1:4]
     with open(job_path, encoding="utf-8") as f:
         job = json.load(f)
-    if mode == "probe":  # the dynamic check (harness_probe.py, beside this file)
-        from harness_probe import run_probe
+    if mode == "probe":  # the dynamic check (ref_jobs_probe.py, beside this file)
+        from ref_jobs_probe import run_probe
 
         result = run_probe(job)
     else:

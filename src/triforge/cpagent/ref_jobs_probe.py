@@ -11,7 +11,7 @@ with the candidate (a forward check, so a wrong reading can never accept a wrong
 read is `incorrect` only when its printed value is fixed by the other keys (randomising the other variables does
 not change it); otherwise the check reports that it cannot decide.
 
-Imported by harness.py from the same folder; it imports no triforge module.
+Imported by ref_jobs.py from the same folder; it imports no triforge module.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import sys
 import time
 from typing import Any
 
-from harness_explain import explain_unsat, record_lines  # beside this file, like the harness
 from probe_reading import (
     fixing,
     flatten,
@@ -43,6 +42,7 @@ from probe_reading import (
     structures,
     value_at,
 )
+from ref_jobs_explain import explain_unsat, record_lines  # beside this file, like the harness
 
 REF_FILE = "<reference>"
 N_PROBES = 24  # at most; the first N_FIRST suffice where they read every printed leaf beyond doubt

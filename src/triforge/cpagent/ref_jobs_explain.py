@@ -1,5 +1,5 @@
 """Naming the constraint a submission breaks: the reference line that added each constraint, and the first one the
-fixed values contradict (used by harness.py and harness_probe.py in the harness's subprocess; no triforge import)."""
+fixed values contradict (used by ref_jobs.py and ref_jobs_probe.py in the harness's subprocess; no triforge import)."""
 
 from __future__ import annotations
 
