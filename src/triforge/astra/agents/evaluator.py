@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from triforge.astra.worker import Worker
+from triforge.core.executor import visible_gpus
 from triforge.core.parallel import pmap
 from triforge.core.rundir import write_json_atomic
 
@@ -56,20 +55,6 @@ class Evaluator(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-def visible_gpus() -> int:
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return len([d for d in env.split(",") if d.strip() and d.strip() != "-1"])
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return 0
-    try:
-        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
 _ENV_LOCK = threading.Lock()
