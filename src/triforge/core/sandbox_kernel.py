@@ -7,8 +7,6 @@ directory), so it needs no network at all and works inside its own network names
 from __future__ import annotations
 
 import atexit
-import functools
-import json
 import os
 import shutil
 import signal
@@ -25,16 +23,20 @@ import psutil
 import zmq
 from jupyter_client.session import Session
 
-from triforge.core.errors import TriforgeError
-from triforge.core.isolation import CONFINEMENT_FAILED, plan, refusal
-from triforge.core.sandbox_isolation import CgroupSet, Isolation, verify
-from triforge.core.sandbox_limits import SandboxLimits, kernel_env, outermost
+from triforge.core.isolation import CONFINEMENT_FAILED, refusal
+from triforge.core.sandbox_isolation import CgroupSet, Isolation
+from triforge.core.sandbox_kernel_launch import (
+    PORTS,
+    SandboxError,
+    checked_isolation,
+    find_kernel_pid,
+    launch,
+    remove_stale_runtimes,
+    socket_base,
+)
+from triforge.core.sandbox_limits import SandboxLimits
 
-_PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
-
-
-class SandboxError(TriforgeError):
-    """The sandbox itself failed (a kernel that would not start), not the code it ran."""
+__all__ = ["KernelProcess", "SandboxError", "writable_in"]
 
 
 def writable_in(kernel: KernelProcess, path: Path) -> bool:
@@ -43,15 +45,6 @@ def writable_in(kernel: KernelProcess, path: Path) -> bool:
         return True
     p = os.path.realpath(path)
     return any(p == w or p.startswith(w.rstrip("/") + "/") for w in kernel.writable)
-
-
-@functools.cache
-def _remove_stale_runtimes() -> None:
-    """Once per process: remove runtime directories left by triforge processes that were killed."""
-    for path in Path(tempfile.gettempdir()).glob("tfk-*-*"):
-        owner = path.name.split("-")[1]
-        if owner.isdigit() and not psutil.pid_exists(int(owner)):
-            shutil.rmtree(path, ignore_errors=True)
 
 
 _LIVE: weakref.WeakSet[KernelProcess] = weakref.WeakSet()
@@ -69,7 +62,7 @@ class KernelProcess:
     def __init__(self, limits: SandboxLimits, cwd: Path, startup_timeout: float = 60.0) -> None:
         self.limits = limits
         self.cwd = cwd
-        _remove_stale_runtimes()
+        remove_stale_runtimes()
         self.runtime = Path(tempfile.mkdtemp(prefix=f"tfk-{os.getpid()}-"))
         self.cgroups = CgroupSet(limits.max_processes, limits.memory_mb)
         self.session = Session(key=uuid.uuid4().hex.encode(), signature_scheme="hmac-sha256", username="triforge")
@@ -88,70 +81,28 @@ class KernelProcess:
         self._killed = False
         _LIVE.add(self)
         try:
-            self._launch()
+            self._start()
             self._handshake(startup_timeout)
-            self.kernel_pid = self._find_kernel_pid()
+            assert self.popen is not None
+            self.kernel_pid = find_kernel_pid(self.popen)
             parent = psutil.Process(self.kernel_pid).ppid()
             self._own = {self.popen.pid, self.kernel_pid, parent}
             # PID 1 of the kernel's namespace: killing it takes every process of the namespace at once
             self._ns_init = parent if parent != os.getpid() and self.isolation_reaper else None
-            self.isolation = verify(self.kernel_pid, self.cgroups, limits.cpu_seconds, self.mechanism.name)
-            policy = limits.policy()
-            gaps = self.isolation.gaps(policy.network, not policy.hide_home) if policy.enabled else []
-            if gaps:  # never run model-written code believing it is confined when it is not
-                raise refusal(f"{self.mechanism.name} started, but {', '.join(gaps)}")
+            self.isolation = checked_isolation(self.kernel_pid, self.cgroups, limits, self.mechanism)
         except BaseException:
             self.kill()
             raise
 
-    def _launch(self) -> None:
-        base = str(self.runtime / "k")
-        conn = {"transport": "ipc", "ip": base, "key": self.session.key.decode(), "signature_scheme": "hmac-sha256"}
-        conn.update(_PORTS)
-        (self.runtime / "kernel.json").write_text(json.dumps(conn))
-        policy = self.limits.policy()
-        launch = plan(policy, self.runtime / "spec.json", writable=[str(self.cwd), str(self.runtime)])
-        self.mechanism = launch.mechanism
-        lifeline_r, self._lifeline = os.pipe()  # the kernel's namespace dies when this process does
-        spec = {
-            **launch.spec,
-            "cgroups": [str(p) for p in self.cgroups.dirs.values()],
-            "rlimits": self.limits.rlimits(),
-            "lifeline": lifeline_r if launch.spec["reaper"] else None,
-            "cwd": str(self.cwd),
-            "kernel_argv": ["-f", str(self.runtime / "kernel.json"), "--HistoryManager.enabled=False"],
-        }
-        fs = spec["filesystem"]
-        # host paths the kernel writes through to (the private /tmp is not the host's)
-        self.writable = outermost(fs["keep_rw"]) if fs else None
-        (self.runtime / "spec.json").write_text(json.dumps(spec))
-        for sub in ("home", "ipython", "mpl"):
-            (self.runtime / sub).mkdir()
-        cmd = launch.argv
-        self.shell = self._socket(zmq.DEALER, f"ipc://{base}-{_PORTS['shell_port']}")
-        self.iopub = self._socket(zmq.SUB, f"ipc://{base}-{_PORTS['iopub_port']}")
+    def _start(self) -> None:
+        base = socket_base(self.runtime)
+        # connect first: ZMQ queues until the kernel binds, so no early message is lost
+        self.shell = self._socket(zmq.DEALER, f"ipc://{base}-{PORTS['shell_port']}")
+        self.iopub = self._socket(zmq.SUB, f"ipc://{base}-{PORTS['iopub_port']}")
         self.iopub.setsockopt(zmq.SUBSCRIBE, b"")
-        env = kernel_env(self.limits, self.runtime)
-        self.isolation_reaper = bool(spec["reaper"])
-        if not spec["reaper"]:  # ipykernel then watches its parent itself
-            env["JPY_PARENT_PID"] = str(os.getpid())
-        try:
-            with open(self.runtime / "kernel.log", "wb") as log:
-                self.popen = subprocess.Popen(
-                    cmd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                    env=env,
-                    start_new_session=True,
-                    pass_fds=(lifeline_r,),
-                )
-        finally:
-            os.close(lifeline_r)
-        try:
-            self._pidfd = os.pidfd_open(self.popen.pid)
-        except (AttributeError, OSError):  # old kernel: death is noticed by polling instead
-            self._pidfd = None
+        started = launch(self.limits, self.cwd, self.runtime, self.cgroups, self.session.key.decode())
+        self.popen, self.mechanism, self.writable = started.popen, started.mechanism, started.writable
+        self.isolation_reaper, self._lifeline, self._pidfd = started.reaper, started.lifeline, started.pidfd
 
     def _socket(self, kind: int, addr: str) -> zmq.Socket:
         sock = self._ctx.socket(kind)
@@ -184,18 +135,6 @@ class KernelProcess:
                     replied = True
                 elif channel == "iopub":
                     welcomed = True
-
-    def _find_kernel_pid(self) -> int:
-        assert self.popen is not None
-        top = psutil.Process(self.popen.pid)
-        end = time.monotonic() + 5
-        while time.monotonic() < end:
-            tree = [top, *top.children(recursive=True)]
-            for p in tree:  # the process running ipykernel is the deepest one of the chain
-                if not p.children() and "sandbox_launcher" in " ".join(p.cmdline()):
-                    return p.pid
-            time.sleep(0.01)
-        raise SandboxError("could not find the kernel process")
 
     def log_tail(self, n: int = 2000) -> str:
         try:
