@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
+
+INSTANCE = uuid.uuid4().hex  # one per worker process (PIDs repeat: each worker has its own PID namespace)
 
 
 def ok(value: int = 1) -> dict:
-    return {"verdict": "correct", "value": value, "pid": os.getpid()}
+    return {"verdict": "correct", "value": value, "pid": os.getpid(), "instance": INSTANCE}
 
 
 def die() -> dict:

@@ -5,14 +5,17 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 
 from triforge.astra.agents import evaluator as ev
 from triforge.astra.agents.evaluator import EvalJob, LocalPool, PinnedWorker
 
+_INSTANCE = uuid.uuid4().hex  # one per process (PIDs repeat: each worker has its own PID namespace)
+
 
 def visible(job: dict) -> dict:
     """Runs inside the worker: what this process sees."""
-    return {"verdict": "correct", "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid()}
+    return {"verdict": "correct", "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": _INSTANCE}
 
 
 def test_each_worker_sees_its_own_gpu_and_keeps_it_after_a_restart(monkeypatch):

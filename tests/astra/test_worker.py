@@ -31,12 +31,12 @@ def test_a_worker_that_cannot_start_reports_its_cause():
 
 
 def test_a_worker_that_fails_to_spawn_reports_its_cause(monkeypatch):
-    import multiprocessing.context as mpc
+    from triforge.astra import worker as worker_mod
 
-    def refuse(self):
+    def refuse(*args, **kwargs):
         raise OSError("planted: no processes left")
 
-    monkeypatch.setattr(mpc.SpawnProcess, "start", refuse)
+    monkeypatch.setattr(worker_mod, "IsolatedProcess", refuse)
     w = Worker(timeout=30)
     with pytest.raises(WorkerStartError, match="could not be started: OSError: planted: no processes left"):
         w.start()
@@ -44,10 +44,11 @@ def test_a_worker_that_fails_to_spawn_reports_its_cause(monkeypatch):
 
 
 def test_jobs_run_in_another_process_and_reuse_it(worker):
-    import os
-
     a, b = worker.call(_job("ok")), worker.call(_job("ok"))
-    assert a["verdict"] == "correct" and a["pid"] == b["pid"] != os.getpid()
+    assert a["verdict"] == "correct" and a["instance"] == b["instance"]
+    from astra import helpers
+
+    assert a["instance"] != helpers.INSTANCE
 
 
 @pytest.mark.parametrize("name,text", [("die", "worker died"), ("boom", "planted failure")])
@@ -56,7 +57,7 @@ def test_death_and_errors_are_crashes_then_a_fresh_worker(worker, name, text):
     res = worker.call(_job(name))
     assert res["verdict"] == "crash" and text in " ".join(res["reasons"])
     after = worker.call(_job("ok"))
-    assert after["verdict"] == "correct" and after["pid"] != first["pid"]
+    assert after["verdict"] == "correct" and after["instance"] != first["instance"]
 
 
 def test_hang_hits_the_watchdog(worker):

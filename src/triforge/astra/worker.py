@@ -1,45 +1,45 @@
-"""The worker process: candidates run here, never in the harness.
+"""The worker process: candidates compile and run here, never in the harness, and always confined.
 
+The worker is an `IsolatedProcess` (`triforge.core.sandbox_run`: the launcher and `IsolationPolicy`
+every other piece of model-written code runs under): no network, the host read-only, the home and
+the host's /tmp hidden, its own writable folder, a memory bound. Readable besides: the interpreter
+and its packages, the CUDA headers, the task files its jobs name; writable: the NVRTC disk cache.
 An illegal memory access, a crash or a hang (watchdog) ends the worker and yields verdict `crash`;
-the next job gets a fresh worker. The parent only sends plain dicts and receives plain dicts.
+the next job gets a fresh worker. Jobs and replies are plain dicts (`worker_wire`: JSON, not pickle).
+Where isolation cannot be held and was not turned off, starting raises `IsolationUnavailable`.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
-import traceback
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
 from typing import Any
 
+import psutil
+
+from triforge.astra import worker_wire
+from triforge.core.isolation import CONFINEMENT_FAILED, IsolationPolicy, IsolationUnavailable, refusal
+from triforge.core.proc import ProcLimits
+from triforge.core.sandbox_run import IsolatedProcess, scrubbed_env
+
 DEFAULT_TIMEOUT = 300.0
+WORKER_ENV = "TRIFORGE_ASTRA_WORKER"  # set inside the worker: it is already confined
+# what CUDA, torch and Triton read from the environment; nothing else of the host's passes
+_PASS_PREFIXES = ("CUDA_", "NVIDIA_", "NCCL_", "NVSHMEM_", "TORCH_", "PYTORCH_", "TRITON_", "TORCHINDUCTOR_")
+_PASS = ("LD_LIBRARY_PATH", "TRIFORGE_DEBUG")
 
 
 class WorkerStartError(RuntimeError):
     """The worker process could not be started; the message says why."""
 
 
-def _serve(conn, handler: str = "triforge.astra.worker.handle") -> None:
-    mod, _, fn = handler.rpartition(".")
-    try:
-        handle_job = getattr(__import__(mod, fromlist=[fn]), fn)
-    except Exception as exc:  # noqa: BLE001 - tell the parent why, then leave
-        conn.send({"ready": False, "reasons": [f"cannot load the job handler {handler}: {type(exc).__name__}: {exc}"]})
-        os._exit(1)
-    conn.send({"ready": True})
-    while True:
-        try:
-            job = conn.recv()
-        except EOFError:
-            os._exit(0)
-        try:
-            conn.send(handle_job(job))
-        except Exception as exc:  # noqa: BLE001 - the context may be gone: report and leave
-            from triforge.astra.evaluate import Fatal
-
-            why = str(exc) if isinstance(exc, Fatal) else f"{type(exc).__name__}: {exc}"
-            tb = "" if isinstance(exc, Fatal) else traceback.format_exc(limit=4)[-1500:]
-            conn.send({"verdict": "crash", "reasons": [why] + ([tb] if tb else []), "fatal": True})
-            os._exit(1)
+def default_memory_mb() -> int:
+    """The worker's memory bound: 3/4 of the machine's memory, at most 32 GiB (a lab worker peaks at a few)."""
+    return min(32 << 10, (psutil.virtual_memory().total >> 20) * 3 // 4)
 
 
 def handle(job: dict[str, Any]) -> dict[str, Any]:
@@ -63,77 +63,172 @@ def handle(job: dict[str, Any]) -> dict[str, Any]:
     raise ValueError(f"unknown job kind {kind!r}")
 
 
+def job_reads(job: dict[str, Any]) -> set[str]:
+    """Host folders a job needs to read: its task file's, and a user task's baseline kernel's."""
+    from triforge.astra.task import all_tasks
+
+    kw = job.get("kwargs") or {}
+    out = set()
+    task_file = job.get("task_file") or kw.get("task_file")
+    if task_file:
+        out.add(str(Path(task_file).resolve().parent))
+    spec = all_tasks().get(job.get("task") or kw.get("task_name") or "")
+    base = getattr(spec, "baseline_path", None)
+    if base is not None and not _in_package(Path(base)):
+        out.add(str(Path(base).resolve().parent))
+    return out
+
+
+def _in_package(path: Path) -> bool:
+    root = Path(__file__).resolve().parent
+    return root in path.resolve().parents
+
+
+def worker_env(home: Path, cache: Path, visible_devices: str | None) -> dict[str, str]:
+    """The scrubbed environment plus what CUDA needs, the import path, and the NVRTC cache handed in."""
+    extra = {k: v for k, v in os.environ.items() if k in _PASS or k.startswith(_PASS_PREFIXES)}
+    extra.update(PYTHONPATH=os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
+                 TRIFORGE_ASTRA_CACHE=str(cache), **{WORKER_ENV: "1"})
+    if visible_devices is not None:
+        extra["CUDA_VISIBLE_DEVICES"] = visible_devices
+    return scrubbed_env(home, extra)
+
+
+def cuda_reads() -> tuple[str, ...]:
+    from triforge.astra.compile import cuda_include_dir
+
+    inc = cuda_include_dir()
+    return (inc,) if inc else ()
+
+
 class Worker:
-    """A restartable worker process with a watchdog on every job.
+    """A restartable, confined worker process with a watchdog on every job.
 
     `handler`: dotted name of the function that answers a job dict inside the worker (the lab's
-    `handle` by default; tests pass their own to exercise crash handling)."""
+    `handle` by default; tests pass their own). `policy`: the isolation policy (default: from the
+    environment, so `--isolation none` turns it off); the worker's own widenings are added to it.
+    `memory_mb`: bound on the worker's memory (a cgroup where one can be made, and RLIMIT_DATA per
+    process). `visible_devices`: CUDA_VISIBLE_DEVICES for the worker (one GPU of a pool)."""
 
     def __init__(self, timeout: float = DEFAULT_TIMEOUT, start_timeout: float = 180.0,
-                 handler: str = "triforge.astra.worker.handle") -> None:
+                 handler: str = "triforge.astra.worker.handle", *, policy: IsolationPolicy | None = None,
+                 memory_mb: int | None = None, visible_devices: str | None = None) -> None:
         self.timeout = timeout
         self.start_timeout = start_timeout
         self.handler = handler
-        self.proc: Any = None
-        self.conn: Any = None
+        self.policy = policy
+        self.memory_mb = memory_mb or default_memory_mb()
+        self.visible_devices = visible_devices
+        self.reads: set[str] = set()
         self.restarts = 0
+        self.isolation = ""  # what held for the last worker started, read back from /proc
+        self.process: IsolatedProcess | None = None
+        self._dir: Path | None = None
+        self._jobs = self._replies = -1
+        self._log: Path | None = None
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.is_alive()
+        return self.process is not None and self.process.popen.poll() is None
+
+    def effective_policy(self) -> IsolationPolicy:
+        from triforge.astra.compile import cache_dir
+
+        base = self.policy or IsolationPolicy.from_env()
+        return base.widened(read_only=(*cuda_reads(), *sorted(self.reads)), writable=(str(cache_dir()),))
 
     def start(self) -> None:
-        ctx = mp.get_context("spawn")
-        parent, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, self.handler), daemon=True, name="astra-worker")
-        self.conn = parent
+        from triforge.astra.compile import cache_dir
+
+        policy = self.effective_policy()
+        self._dir = Path(tempfile.mkdtemp(prefix="triforge-astra-worker-"))
+        work = self._dir / "work"  # the worker's one writable folder (its HOME and TMPDIR)
+        work.mkdir()
+        self._log = self._dir / "stderr.log"  # outside `work`: the worker writes it only through its fd
+        jobs_r, self._jobs = os.pipe()
+        self._replies, replies_w = os.pipe()
+        argv = [sys.executable, "-m", "triforge.astra.worker_main", self.handler]
         try:
-            self.proc.start()
+            with open(self._log, "ab") as log:
+                self.process = IsolatedProcess(argv, workdir=work, policy=policy,
+                                               limits=ProcLimits(memory_mb=self.memory_mb), memory_rlimit="RLIMIT_DATA",
+                                               env=worker_env(work, cache_dir(), self.visible_devices),
+                                               stdin=jobs_r, stdout=replies_w, stderr=log)
+        except IsolationUnavailable:
+            self.stop()
+            raise
         except Exception as exc:  # noqa: BLE001 - the cause, not a follow-up error, is what the user needs
             self.stop()
             raise WorkerStartError(f"astra worker could not be started: {type(exc).__name__}: {exc}") from exc
         finally:
-            child.close()
+            os.close(jobs_r)
+            os.close(replies_w)
+        self.isolation = self.process.isolation
         try:
-            ready = parent.poll(self.start_timeout)
-            msg = parent.recv() if ready else None
-        except (EOFError, OSError):
-            code = self.proc.exitcode if self.proc is not None else None
+            msg = worker_wire.recv(self._replies, self.start_timeout)
+        except worker_wire.WireTimeout:
             self.stop()
-            raise WorkerStartError(f"astra worker exited during start (exit code {code}); its error output "
-                                   "above says why") from None
-        if msg is None:
+            raise WorkerStartError(f"astra worker did not start within {self.start_timeout:.0f} s") from None
+        except (EOFError, OSError, ValueError):
+            code, tail = self._exit_code(), self._log_tail()
             self.stop()
-            raise WorkerStartError(f"astra worker did not start within {self.start_timeout:.0f} s")
+            if code == CONFINEMENT_FAILED and "sandbox launcher:" in tail:
+                raise refusal(tail.strip().splitlines()[-1]) from None
+            raise WorkerStartError(f"astra worker exited during start (exit code {code}): "
+                                   f"{tail.strip()[-800:] or 'no error output'}") from None
         if not msg.get("ready"):
             self.stop()
-            raise WorkerStartError(f"astra worker failed to start: {'; '.join(msg.get('reasons') or [])}")
+            raise WorkerStartError(f"astra worker failed to start: {'; '.join(map(str, msg.get('reasons') or []))}")
+
+    def _exit_code(self, wait: float = 5.0) -> int | None:
+        if self.process is None:
+            return None
+        end = time.monotonic() + wait
+        while self.process.popen.poll() is None and time.monotonic() < end:
+            time.sleep(0.02)
+        return self.process.popen.returncode
+
+    def _log_tail(self, n: int = 4000) -> str:
+        try:
+            with open(self._log, "rb") as f:  # type: ignore[arg-type]
+                f.seek(max(0, f.seek(0, os.SEEK_END) - n))
+                return f.read().decode(errors="replace")
+        except (OSError, TypeError):
+            return ""
 
     def stop(self) -> None:
-        if self.proc is not None:
-            started = self.proc.pid is not None
-            if started and self.proc.is_alive():
-                self.proc.kill()
-            if started:
-                self.proc.join(10)
-        if self.conn is not None:
-            self.conn.close()
-        self.proc = self.conn = None
+        for fd in (self._jobs, self._replies):
+            if fd >= 0:
+                os.close(fd)
+        self._jobs = self._replies = -1
+        if self.process is not None:
+            self.process.close()
+        self.process = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+        self._dir = self._log = None
 
     def call(self, job: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        reads = job_reads(job)
+        if not reads <= self.reads:  # a folder the running worker cannot see: restart it with the folder
+            self.reads |= reads
+            if self.process is not None:
+                self.stop()
         if not self.alive():
-            if self.proc is not None:
+            if self.process is not None:
                 self.stop()
                 self.restarts += 1
             self.start()
         limit = timeout or self.timeout
+        if self._log is not None:
+            os.truncate(self._log, 0)  # the log holds the current job's output only
         try:
-            self.conn.send(job)
-            if not self.conn.poll(limit):
-                self.stop()
-                return {"verdict": "crash", "reasons": [f"watchdog: no answer within {limit:.0f} s (a hang)"], "fatal": True}
-            msg = self.conn.recv()
-        except (EOFError, OSError, BrokenPipeError):
-            code = self.proc.exitcode if self.proc is not None else None
+            worker_wire.send(self._jobs, job, limit)
+            msg = worker_wire.recv(self._replies, limit)
+        except worker_wire.WireTimeout:
+            self.stop()
+            return {"verdict": "crash", "reasons": [f"watchdog: no answer within {limit:.0f} s (a hang)"], "fatal": True}
+        except (EOFError, OSError, ValueError):
+            code = self._exit_code()
             self.stop()
             return {"verdict": "crash", "reasons": [f"worker died (exit code {code})"], "fatal": True}
         if msg.get("fatal"):

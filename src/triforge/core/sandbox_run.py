@@ -44,10 +44,10 @@ def scrubbed_env(home: str | Path, extra: Mapping[str, str] | None = None) -> di
     return env
 
 
-def _rlimits(limits: proc.ProcLimits) -> dict[str, list[int]]:
+def _rlimits(limits: proc.ProcLimits, memory_rlimit: str = "RLIMIT_AS") -> dict[str, list[int]]:
     rl: dict[str, list[int]] = {} if limits.core_dumps else {"RLIMIT_CORE": [0, 0]}
     if limits.memory_mb:
-        rl["RLIMIT_AS"] = [limits.memory_mb << 20] * 2
+        rl[memory_rlimit] = [limits.memory_mb << 20] * 2
     if limits.cpu_seconds:
         rl["RLIMIT_CPU"] = [limits.cpu_seconds, limits.cpu_seconds + 5]
     if limits.max_file_mb:
@@ -102,12 +102,14 @@ class IsolatedProcess:
     """A long-lived process under the policy (a warm server, a worker): `popen` to talk to it, `close` to end it.
 
     Its one writable host place is `workdir`: hand it files there. Killing its process group (or
-    `close`) takes the whole PID namespace with it.
+    `close`) takes the whole PID namespace with it. `memory_rlimit`: the rlimit that holds
+    `limits.memory_mb` per process (RLIMIT_DATA for a CUDA process: the driver reserves far more
+    address space than it uses, so RLIMIT_AS would stop it from starting).
     """
 
     def __init__(self, argv: Sequence[str], *, workdir: str | Path, policy: IsolationPolicy | None = None,
                  limits: proc.ProcLimits | None = None, env: Mapping[str, str] | None = None,
-                 **popen_options: object) -> None:
+                 memory_rlimit: str = "RLIMIT_AS", **popen_options: object) -> None:
         self.policy = policy or IsolationPolicy.from_env()
         self.workdir = Path(workdir).resolve()
         limits = limits or proc.ProcLimits()
@@ -116,7 +118,7 @@ class IsolatedProcess:
         try:
             launch = plan(self.policy, self._runtime / "spec.json", writable=[str(self.workdir)], one_shot=True)
             spec = {**launch.spec, "cgroups": [str(p) for p in self._cgroups.dirs.values()] if self._cgroups else [],
-                    "rlimits": _rlimits(limits), "cwd": str(self.workdir), "exec_argv": list(argv)}
+                    "rlimits": _rlimits(limits, memory_rlimit), "cwd": str(self.workdir), "exec_argv": list(argv)}
             (self._runtime / "spec.json").write_text(json.dumps(spec))
             self.popen = subprocess.Popen(launch.argv, cwd=self.workdir, start_new_session=True,
                                           env=scrubbed_env(self.workdir) if env is None else dict(env),
