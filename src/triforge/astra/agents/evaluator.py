@@ -1,6 +1,6 @@
 """The evaluation seam: the loop hands candidates to an `Evaluator` and reads verdicts back.
 
-`LocalPool` runs them now, one lab worker per visible GPU; `Deferred` only leaves them in the run
+`LocalPool` runs them now, one confined lab worker per visible GPU; `Deferred` only leaves them in the run
 directory (`candidates/<id>/kernel.cu` and `job.json`) for `triforge astra evaluate DIR` on a GPU machine,
 which writes `result.json` beside each. A scale-out engine plugs in through the same Protocol.
 """
@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from triforge.astra.worker import Worker
+from triforge.core import executor
 from triforge.core.executor import visible_gpus
-from triforge.core.parallel import pmap
+from triforge.core.isolation import IsolationUnavailable
 from triforge.core.rundir import write_json_atomic
 
 
@@ -57,9 +57,6 @@ class Evaluator(Protocol):
     def close(self) -> None: ...
 
 
-_ENV_LOCK = threading.Lock()
-
-
 class PinnedWorker(Worker):
     """A lab worker that sees one GPU (restarts after a crash keep the pin)."""
 
@@ -68,19 +65,10 @@ class PinnedWorker(Worker):
         self.gpu = gpu
 
     def start(self) -> None:
-        if self.gpu is None:
-            return super().start()
-        with _ENV_LOCK:  # a spawned process copies the environment when it starts
-            old = os.environ.get("CUDA_VISIBLE_DEVICES")
-            visible = old.split(",") if old else None
-            os.environ["CUDA_VISIBLE_DEVICES"] = visible[self.gpu] if visible else str(self.gpu)
-            try:
-                super().start()
-            finally:
-                if old is None:
-                    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-                else:
-                    os.environ["CUDA_VISIBLE_DEVICES"] = old
+        if self.gpu is not None:
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            self.visible_devices = visible.split(",")[self.gpu] if visible else str(self.gpu)
+        super().start()
 
 
 def run_job(job: EvalJob, worker: Any, run_dir: Path, timeout: float = 900) -> dict[str, Any]:
@@ -91,6 +79,8 @@ def run_job(job: EvalJob, worker: Any, run_dir: Path, timeout: float = 900) -> d
     try:
         res = lab.check(job.task, job.source, worker=worker, shapes=job.shapes, extra_shapes=job.extra_shapes,
                         time_heldout=job.time_heldout, task_file=task_file, timeout=timeout).to_dict()
+    except IsolationUnavailable:  # no candidate may run here: the run stops with the one-line refusal
+        raise
     except Exception as exc:  # noqa: BLE001 - one job never stops the others
         return {"verdict": "crash", "reasons": [f"evaluation failed: {type(exc).__name__}: {exc}"]}
     notes: list[str] = []
@@ -113,29 +103,20 @@ def run_job(job: EvalJob, worker: Any, run_dir: Path, timeout: float = 900) -> d
 
 
 class LocalPool:
-    """One worker per visible GPU; a batch of jobs is spread over them."""
+    """One worker per visible GPU, kept warm across batches; a batch is spread over them by the core's
+    local executor (one task per GPU at a time, `assigned_gpu()` naming the task's worker)."""
 
     def __init__(self, gpus: int | None = None, timeout: float = 900, **worker_kw: Any) -> None:
         n = visible_gpus() if gpus is None else gpus
         self.workers = [PinnedWorker(i if n > 1 else None, timeout, **worker_kw) for i in range(max(1, n))]
+        self.slots = executor.LocalPool(gpus=len(self.workers))
         self.timeout = timeout
 
     def evaluate(self, jobs: list[EvalJob], run_dir: Path) -> dict[str, dict[str, Any]]:
-        free: list[Any] = list(self.workers)
-        lock = threading.Condition()
-
         def one(job: EvalJob) -> tuple[str, dict[str, Any]]:
-            with lock:
-                lock.wait_for(lambda: bool(free))
-                w = free.pop()
-            try:
-                return job.id, run_job(job, w, run_dir, self.timeout)
-            finally:
-                with lock:
-                    free.append(w)
-                    lock.notify()
+            return job.id, run_job(job, self.workers[executor.assigned_gpu() or 0], run_dir, self.timeout)
 
-        return dict(pmap(one, jobs, jobs=len(self.workers)))  # type: ignore[arg-type]
+        return dict(self.slots.map(one, jobs, gpu=True))  # type: ignore[arg-type]
 
     def close(self) -> None:
         for w in self.workers:
