@@ -1,13 +1,18 @@
-"""Fast compile: NVRTC through cuda-python's bindings, cached on source and options; nvcc checks for CI."""
+"""Fast compile: NVRTC through cuda-python's bindings, cached on source and options; nvcc checks for CI.
+
+A candidate is compiled only in a confined process: inside the lab's worker, or (for the harness's
+PTX audit before the GPU) in a one-shot `compile_job` under the isolation policy with a memory bound."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
 import re
 import shutil
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -15,6 +20,11 @@ from pathlib import Path
 
 from triforge.astra.preprocess import ALLOWED_INCLUDES, check_directives
 from triforge.core import proc
+
+CONFINED_ENV = "TRIFORGE_ASTRA_WORKER"  # set in the worker's and the compile job's environment: already confined
+COMPILE_TIMEOUT = 300.0  # seconds for one compile outside the worker
+COMPILE_MEMORY_MB = 4096  # an honest candidate compiles in a few hundred MiB
+MAX_RESULT_BYTES = 64 << 20
 
 
 @dataclass
@@ -115,6 +125,22 @@ def nvrtc_compile(source: str, names: list[str], arch: str = "sm_90", fast_math:
         if res.ptx:
             _MEM[key] = res
             return res
+    # model-written source is compiled only where it is confined: here inside the lab's worker, else
+    # in a one-shot confined process (a template or initializer bomb ends that process, not the harness)
+    res = compile_here(source, names, opts) if os.environ.get(CONFINED_ENV) else compile_confined(source, names, opts)
+    if res.ok and use_cache:
+        _MEM[key] = res
+        # cubin first, each through a temporary name: a worker on another GPU sharing this cache never
+        # reads a half-written file, and sees the json (its "cached" signal) only once the cubin is whole
+        _write_atomic(cache_dir() / f"{key}.cubin", res.cubin)
+        _write_atomic(disk, json.dumps({"lowered": res.lowered, "log": res.log, "options": opts,
+                                        "ptx": res.ptx}).encode())
+    return res
+
+
+def compile_here(source: str, names: list[str], opts: list[str]) -> CompileResult:
+    """NVRTC in this process: only ever called in a confined one (the worker, `compile_job`)."""
+    nvrtc = _nvrtc()
     t0 = time.perf_counter()
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"candidate.cu", 0, [], [])
     _check(err, "nvrtcCreateProgram")
@@ -145,14 +171,38 @@ def nvrtc_compile(source: str, names: list[str], arch: str = "sm_90", fast_math:
             lowered[n] = low.decode() if isinstance(low, bytes) else str(low)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    res = CompileResult(True, cubin, lowered, log, opts, time.perf_counter() - t0, False, ptx)
-    if use_cache:
-        _MEM[key] = res
-        # cubin first, each through a temporary name: a worker on another GPU sharing this cache never
-        # reads a half-written file, and sees the json (its "cached" signal) only once the cubin is whole
-        _write_atomic(cache_dir() / f"{key}.cubin", cubin)
-        _write_atomic(disk, json.dumps({"lowered": lowered, "log": log, "options": opts, "ptx": ptx}).encode())
-    return res
+    return CompileResult(True, cubin, lowered, log, opts, time.perf_counter() - t0, False, ptx)
+
+
+def compile_confined(source: str, names: list[str], opts: list[str], timeout: float = COMPILE_TIMEOUT,
+                     memory_mb: int = COMPILE_MEMORY_MB) -> CompileResult:
+    """`compile_here` in a one-shot process under the isolation policy, with a deadline and a memory bound.
+
+    Raises `IsolationUnavailable` where isolation cannot be held and was not turned off."""
+    from triforge.astra.worker import confined_env, cuda_reads
+    from triforge.core.isolation import IsolationPolicy
+    from triforge.core.proc import ProcLimits
+    from triforge.core.sandbox_run import run_isolated
+
+    with tempfile.TemporaryDirectory(prefix="triforge-nvrtc-") as d:
+        work = Path(d)
+        (work / "job.json").write_text(json.dumps({"source": source, "names": names, "options": opts}))
+        policy = IsolationPolicy.from_env().widened(read_only=cuda_reads())
+        run = run_isolated([sys.executable, "-m", "triforge.astra.compile_job"], workdir=work, timeout=timeout,
+                           policy=policy, limits=ProcLimits(memory_mb=memory_mb), env=confined_env(work),
+                           output_limit=20_000).result
+        out = work / "result.json"
+        if run.returncode == 0 and out.is_file() and out.stat().st_size <= MAX_RESULT_BYTES:
+            d_ = json.loads(out.read_text())
+            return CompileResult(d_["ok"], base64.b64decode(d_["cubin"]), d_["lowered"], d_["log"], opts,
+                                 d_["seconds"], False, d_["ptx"])
+    if run.timed_out:
+        why = f"the compile took longer than {timeout:.0f} s and was stopped"
+    elif "out of memory" in run.stderr or "MemoryError" in run.stderr or "bad_alloc" in run.stderr:
+        why = f"the compiler ran out of its {memory_mb} MiB memory bound"
+    else:
+        why = f"the compiler process failed (exit code {run.returncode})"
+    return CompileResult(False, log=f"candidate.cu: error: {why}", options=opts, seconds=run.duration_s)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

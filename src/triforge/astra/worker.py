@@ -22,12 +22,12 @@ from typing import Any
 import psutil
 
 from triforge.astra import worker_wire
+from triforge.astra.compile import CONFINED_ENV
 from triforge.core.isolation import CONFINEMENT_FAILED, IsolationPolicy, IsolationUnavailable, refusal
 from triforge.core.proc import ProcLimits
 from triforge.core.sandbox_run import IsolatedProcess, scrubbed_env
 
 DEFAULT_TIMEOUT = 300.0
-WORKER_ENV = "TRIFORGE_ASTRA_WORKER"  # set inside the worker: it is already confined
 # what CUDA, torch and Triton read from the environment; nothing else of the host's passes
 _PASS_PREFIXES = ("CUDA_", "NVIDIA_", "NCCL_", "NVSHMEM_", "TORCH_", "PYTORCH_", "TRITON_", "TORCHINDUCTOR_")
 _PASS = ("LD_LIBRARY_PATH", "TRIFORGE_DEBUG")
@@ -84,14 +84,12 @@ def _in_package(path: Path) -> bool:
     return root in path.resolve().parents
 
 
-def worker_env(home: Path, cache: Path, visible_devices: str | None) -> dict[str, str]:
-    """The scrubbed environment plus what CUDA needs, the import path, and the NVRTC cache handed in."""
-    extra = {k: v for k, v in os.environ.items() if k in _PASS or k.startswith(_PASS_PREFIXES)}
-    extra.update(PYTHONPATH=os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)),
-                 TRIFORGE_ASTRA_CACHE=str(cache), **{WORKER_ENV: "1"})
-    if visible_devices is not None:
-        extra["CUDA_VISIBLE_DEVICES"] = visible_devices
-    return scrubbed_env(home, extra)
+def confined_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The scrubbed environment plus what CUDA needs, the import path, and the mark of a confined process."""
+    passed = {k: v for k, v in os.environ.items() if k in _PASS or k.startswith(_PASS_PREFIXES)}
+    passed.update(PYTHONPATH=os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)), **{CONFINED_ENV: "1"})
+    passed.update(extra or {})
+    return scrubbed_env(home, passed)
 
 
 def cuda_reads() -> tuple[str, ...]:
@@ -137,8 +135,6 @@ class Worker:
         return base.widened(read_only=(*cuda_reads(), *sorted(self.reads)), writable=(str(cache_dir()),))
 
     def start(self) -> None:
-        from triforge.astra.compile import cache_dir
-
         policy = self.effective_policy()
         self._dir = Path(tempfile.mkdtemp(prefix="triforge-astra-worker-"))
         work = self._dir / "work"  # the worker's one writable folder (its HOME and TMPDIR)
@@ -151,7 +147,7 @@ class Worker:
             with open(self._log, "ab") as log:
                 self.process = IsolatedProcess(argv, workdir=work, policy=policy,
                                                limits=ProcLimits(memory_mb=self.memory_mb), memory_rlimit="RLIMIT_DATA",
-                                               env=worker_env(work, cache_dir(), self.visible_devices),
+                                               env=confined_env(work, self._env_extra()),
                                                stdin=jobs_r, stdout=replies_w, stderr=log)
         except IsolationUnavailable:
             self.stop()
@@ -178,6 +174,14 @@ class Worker:
         if not msg.get("ready"):
             self.stop()
             raise WorkerStartError(f"astra worker failed to start: {'; '.join(map(str, msg.get('reasons') or []))}")
+
+    def _env_extra(self) -> dict[str, str]:
+        from triforge.astra.compile import cache_dir
+
+        extra = {"TRIFORGE_ASTRA_CACHE": str(cache_dir())}  # the NVRTC disk cache, handed in writable
+        if self.visible_devices is not None:
+            extra["CUDA_VISIBLE_DEVICES"] = self.visible_devices
+        return extra
 
     def _exit_code(self, wait: float = 5.0) -> int | None:
         if self.process is None:
