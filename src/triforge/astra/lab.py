@@ -273,8 +273,9 @@ def bench(task_name: str, source: str | None, *, worker: Any, runs: int = 100, u
 
 
 def profile(task_name: str, source: str, *, shape_index: int = 0, dtype: str = "bf16",
-            timeout: float = 300) -> ProfileResult:
-    """ncu digest of `source` on one timing shape; a kernel the static scan rejects is never profiled."""
+            timeout: float = 300, gpu: str | None = None) -> ProfileResult:
+    """ncu digest of `source` on one timing shape (on `gpu`, a CUDA_VISIBLE_DEVICES entry, when given);
+    a kernel the static scan rejects is never profiled."""
     from triforge.astra.check_host import precheck
     from triforge.astra.profile import profile as run_profile
 
@@ -284,7 +285,7 @@ def profile(task_name: str, source: str, *, shape_index: int = 0, dtype: str = "
     with tempfile.TemporaryDirectory() as td:
         path = os.path.join(td, "candidate.cu")
         Path(path).write_text(source)
-        res = run_profile(task_name, path, shape_index, dtype, timeout)
+        res = run_profile(task_name, path, shape_index, dtype, timeout, gpu=gpu)
     return ProfileResult(res["shape"], res["digest"], res["metrics"])
 
 

@@ -104,7 +104,8 @@ def digest(raw: dict[str, Any], min_bytes: int, resources: dict[str, int] | None
 
 
 def profile(task_name: str, kernel_path: str | None, timing_index: int = 0, dtype: str = "bf16",
-            timeout: float = 300) -> dict[str, Any]:
+            timeout: float = 300, gpu: str | None = None) -> dict[str, Any]:
+    """ncu's digest of one launch; `gpu` (a CUDA_VISIBLE_DEVICES entry) keeps it off other candidates' GPUs."""
     task = get_task(task_name)
     ncu = _tool("ncu")
     if ncu is None:
@@ -121,7 +122,8 @@ def profile(task_name: str, kernel_path: str | None, timing_index: int = 0, dtyp
             cmd += ["--section", s]
         cmd += [sys.executable, "-m", "triforge.astra.runner", "launch", "--task", task_name, "--kernel", path,
                 "--timing-index", str(timing_index), "--dtype", dtype]
-        r = proc.run(cmd, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"}, output_limit=2_000_000)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {})}
+        r = proc.run(cmd, timeout=timeout, env=env, output_limit=2_000_000)
     if not r.ok:
         raise UserError(f"ncu failed (exit {r.returncode}): {(r.stderr or r.stdout)[-600:]}")
     raw = parse_ncu_csv(r.stdout)

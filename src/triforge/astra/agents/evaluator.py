@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -71,8 +72,26 @@ class PinnedWorker(Worker):
         super().start()
 
 
+def gpu_of(worker: Any) -> str:
+    """The GPU a worker's jobs run on, as CUDA_VISIBLE_DEVICES names it (CUDA takes the first one listed);
+    known before the worker starts, so a job refused before reaching it is still placed."""
+    pin = getattr(worker, "visible_devices", None)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not pin and getattr(worker, "gpu", None) is not None:
+        pin = visible.split(",")[worker.gpu] if visible else str(worker.gpu)
+    pin = pin or visible
+    return str(pin).split(",")[0].strip() if pin else "0"
+
+
 def run_job(job: EvalJob, worker: Any, run_dir: Path, timeout: float = 900) -> dict[str, Any]:
-    """Check, then (when asked and correct) comparators and the profile digest, as one result dict."""
+    """Check, then (when asked and correct) comparators and the profile digest, as one result dict that
+    also names the GPU (`gpu`, as CUDA_VISIBLE_DEVICES names it) and the host that evaluated the job."""
+    res = _run_job(job, worker, run_dir, timeout)
+    res["gpu"], res["host"] = gpu_of(worker), socket.gethostname()
+    return res
+
+
+def _run_job(job: EvalJob, worker: Any, run_dir: Path, timeout: float) -> dict[str, Any]:
     from triforge.astra import lab
 
     task_file = str(run_dir / job.task_file) if job.task_file else None
@@ -93,7 +112,7 @@ def run_job(job: EvalJob, worker: Any, run_dir: Path, timeout: float = 900) -> d
             notes.append(f"comparators not measured: {type(exc).__name__}: {str(exc)[:300]}")
     if job.profile and res["verdict"] == "correct":
         try:
-            p = lab.profile(job.task, job.source)
+            p = lab.profile(job.task, job.source, gpu=gpu_of(worker))  # ncu on the job's GPU, not another's
             res["profile"] = {"shape": p.shape, "digest": p.digest}
         except Exception as exc:  # noqa: BLE001 - no ncu, no permission: the agents are told it is absent
             res["profile"] = {"absent": f"{type(exc).__name__}: {str(exc)[:300]}"}

@@ -28,8 +28,18 @@ def _roofline(res: dict[str, Any] | None) -> str:
     return f"{t['min_bytes'] / (res['copy_gbs'] * 1e9) / (t['candidate_us'] * 1e-6):.0%}"
 
 
+def placement(results: dict[str, Any]) -> dict[str, str]:
+    """The GPU that evaluated each candidate (as CUDA_VISIBLE_DEVICES names it; host/GPU when several
+    hosts took part); "-" where the result names none (not evaluated, or by an older triforge)."""
+    res = {cid: c.get("result") or {} for cid, c in results["candidates"].items()}
+    hosts = {r["host"] for r in res.values() if r.get("host")}
+    return {cid: "-" if r.get("gpu") is None else f"{r['host']}/{r['gpu']}" if len(hosts) > 1 and r.get("host")
+            else str(r["gpu"]) for cid, r in res.items()}
+
+
 def round_rows(results: dict[str, Any]) -> list[list[str]]:
     rows = []
+    gpus = placement(results)
     for cid, c in sorted(results["candidates"].items(), key=lambda kv: (str(kv[1].get("round")), kv[0])):
         if str(cid).startswith("final-"):
             continue
@@ -38,7 +48,7 @@ def round_rows(results: dict[str, Any]) -> list[list[str]]:
         verdict = res.get("verdict") or c.get("status", "")
         why = d.get("reason") or "; ".join(res.get("reasons", [])[:1]) or c.get("note", "")
         timed = res if verdict == "correct" else None  # a hack's or a wrong kernel's times mean nothing
-        rows.append([str(c.get("round")), cid, c.get("plan", {}).get("title", ""), verdict, _speedups(timed), _roofline(timed),
+        rows.append([str(c.get("round")), cid, gpus[cid], c.get("plan", {}).get("title", ""), verdict, _speedups(timed), _roofline(timed),
                      "accepted" if d.get("accepted") else ("start" if cid == "r0-start" else "rejected"), why[:200]])
     return rows
 
@@ -88,7 +98,7 @@ def _heldout_rows(final: dict[str, Any]) -> list[list[str]]:
             for r in final.get("heldout", [])]
 
 
-ROUND_HEAD = ["round", "candidate", "plan", "verdict", "speedup vs task baseline per timing shape",
+ROUND_HEAD = ["round", "candidate", "GPU", "plan", "verdict", "speedup vs task baseline per timing shape",
               "of copy roofline (first timing shape)", "decision", "why"]
 COMP_HEAD = ["shape", "comparator", "median us", "of copy roofline", "vs task baseline", "verified"]
 HELD_HEAD = ["held-out shape", "task baseline us", "start us", "winner us", "winner vs start", "winner of roofline"]
@@ -109,7 +119,9 @@ def _summary(results: dict[str, Any]) -> list[str]:
     if results.get("stopped"):
         lines.append(f"stopped early: {results['stopped']}")
     if final.get("verdict"):
-        lines.append(f"final check on held-out shapes: {final['verdict']}")
+        gpus = placement(results)
+        on = ", ".join(f"{cid} on GPU {g}" for cid, g in sorted(gpus.items()) if cid.startswith("final-") and g != "-")
+        lines.append(f"final check on held-out shapes: {final['verdict']}" + (f" ({on})" if on else ""))
     lines += [f"note: {n}" for n in final.get("notes", [])]
     return lines
 
