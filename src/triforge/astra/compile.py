@@ -174,8 +174,8 @@ def compile_here(source: str, names: list[str], opts: list[str]) -> CompileResul
     return CompileResult(True, cubin, lowered, log, opts, time.perf_counter() - t0, False, ptx)
 
 
-def compile_confined(source: str, names: list[str], opts: list[str], timeout: float = COMPILE_TIMEOUT,
-                     memory_mb: int = COMPILE_MEMORY_MB) -> CompileResult:
+def compile_confined(source: str, names: list[str], opts: list[str], timeout: float | None = None,
+                     memory_mb: int | None = None) -> CompileResult:
     """`compile_here` in a one-shot process under the isolation policy, with a deadline and a memory bound.
 
     Raises `IsolationUnavailable` where isolation cannot be held and was not turned off."""
@@ -184,6 +184,7 @@ def compile_confined(source: str, names: list[str], opts: list[str], timeout: fl
     from triforge.core.proc import ProcLimits
     from triforge.core.sandbox_run import run_isolated
 
+    timeout, memory_mb = timeout or COMPILE_TIMEOUT, memory_mb or COMPILE_MEMORY_MB
     with tempfile.TemporaryDirectory(prefix="triforge-nvrtc-") as d:
         work = Path(d)
         (work / "job.json").write_text(json.dumps({"source": source, "names": names, "options": opts}))
