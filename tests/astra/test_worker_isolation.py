@@ -132,6 +132,38 @@ def test_the_workers_memory_is_bounded_and_it_is_replaced():
         w.stop()
 
 
+def raw_compile(job: dict) -> dict:
+    """Runs inside the worker: NVRTC on the source as given, no directive guard, the raw log returned."""
+    from triforge.astra.compile import _nvrtc
+
+    nvrtc = _nvrtc()
+    err, prog = nvrtc.nvrtcCreateProgram(job["source"].encode(), b"candidate.cu", 0, [], [])
+    (cerr,) = nvrtc.nvrtcCompileProgram(prog, 1, [b"-std=c++17"])
+    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    buf = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, buf)
+    nvrtc.nvrtcDestroyProgram(prog)
+    return {"verdict": "correct", "ok": int(cerr) == 0, "log": buf.decode(errors="replace")}
+
+
+def test_inside_the_worker_nvrtc_cannot_open_a_file_in_home_even_without_the_guard(secret_in_home):
+    """The directive guard keeps a candidate from naming any file; this is the layer under it."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    with Worker(timeout=120, handler="astra.test_worker_isolation.raw_compile") as w:
+        own = w.call({"source": '#include "own.h"\n__global__ void k() {}\n'})
+        if own["verdict"] != "correct":
+            pytest.skip(f"NVRTC cannot be loaded in the worker here: {own['reasons'][0][:200]}")
+        for spelling in (f'#include "{secret_in_home}"\n', f'#define HDR "{secret_in_home}"\n#include HDR\n'):
+            res = w.call({"source": spelling + "int oops = ;\n"})
+            assert not res["ok"] and "SECRET-TOKEN" not in res["log"], res["log"][-500:]
+            assert "cannot open source file" in res["log"], res["log"][-500:]
+    secret_in_home.chmod(0o644)  # the honest twin: a header the worker may read (handed in) is included
+    with Worker(timeout=120, handler="astra.test_worker_isolation.raw_compile",
+                policy=IsolationPolicy(read_only=(str(secret_in_home),))) as w:
+        res = w.call({"source": f'#include "{secret_in_home}"\nint oops = ;\n'})
+        assert "cannot open source file" not in res["log"] and "SECRET-TOKEN" in res["log"]
+
+
 BOMB = '__device__ int big[1 << 28] = {1};\nextern "C" __global__ void k(int* o) { o[0] = big[threadIdx.x]; }\n'
 
 
