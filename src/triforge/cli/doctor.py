@@ -6,6 +6,7 @@ import typer
 
 from triforge.cli.common import console
 from triforge.core.isolation import IsolationPolicy, IsolationUnavailable, mechanism
+from triforge.core.sandbox_seccomp import seccomp_filter
 
 
 def doctor() -> None:
@@ -21,6 +22,12 @@ def doctor() -> None:
         console.print("isolation: turned off (--isolation none): model-written code runs unprotected",
                       style="bold red", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
+    second = seccomp_filter()
+    if second.available:
+        console.print(second.describe(), highlight=False, soft_wrap=True)
+    else:  # the namespaces hold without it: a warning, not a failure
+        console.print(f"{second.describe()}: the namespaces hold without this second layer", style="yellow",
+                      highlight=False, soft_wrap=True)
     failed = False
     try:
         console.print(f"one-shot programs: {verified(policy).confinement()}", highlight=False, soft_wrap=True)
@@ -32,4 +39,5 @@ def doctor() -> None:
     if failed:
         raise typer.Exit(1)
     console.print("isolation holds: no network, host read-only but the workdir, private /tmp, home hidden, "
-                  "own PID namespace, no capabilities", style="green", highlight=False, soft_wrap=True)
+                  "own PID namespace, no capabilities" + (", seccomp filter" if second.available else ""),
+                  style="green", highlight=False, soft_wrap=True)

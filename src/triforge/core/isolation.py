@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from triforge.core.errors import UserError
+from triforge.core.sandbox_seccomp import seccomp_filter
 
 ENV_VAR = "TRIFORGE_ISOLATION"
 LAUNCHER = Path(__file__).with_name("sandbox_launcher.py")
@@ -58,7 +59,9 @@ class IsolationPolicy:
 
     def record(self) -> dict[str, Any]:
         """Plain data for a run's record: the policy as asked, with the mechanism that holds it here."""
-        return {**asdict(self), "mechanism": mechanism().name if self.enabled else "none (turned off)"}
+        if not self.enabled:
+            return {**asdict(self), "mechanism": "none (turned off)", "seccomp": "none (turned off)"}
+        return {**asdict(self), "mechanism": mechanism().name, "seccomp": seccomp_filter().describe()}
 
 
 @dataclass(frozen=True)
@@ -167,5 +170,6 @@ def plan(policy: IsolationPolicy, spec_path: Path, *, writable: list[str], one_s
         "loopback_up": not policy.network,
         "filesystem": filesystem_spec(policy, writable),
         "drop_capabilities": True,
+        "seccomp_bpf": (seccomp_filter().bpf or b"").hex() or None,  # None where libseccomp is missing
     }
     return LaunchPlan([*prefix, *cmd], spec, mech)

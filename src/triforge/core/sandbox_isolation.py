@@ -16,6 +16,8 @@ from pathlib import Path
 
 import psutil
 
+from triforge.core.sandbox_seccomp import seccomp_filter
+
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
@@ -175,6 +177,7 @@ class Isolation:
     home_hidden: bool = False  # the user's home is covered (only what the run needs is bound back)
     user_namespace: bool = False  # runs in an unprivileged user namespace (no root on the host needed)
     mechanism: str = "none"
+    seccomp: bool = False  # a seccomp filter is installed (the second layer; its absence is a note, not a gap)
 
     def gaps(self, network_allowed: bool = False, home_allowed: bool = False) -> list[str]:
         """What the policy asks for and is not in force (empty when it holds)."""
@@ -201,7 +204,8 @@ class Isolation:
         caps = "no capabilities" if self.capabilities_dropped else "capabilities kept"
         tmp = "private /tmp" if self.private_tmp else "host /tmp"
         home = "home hidden" if self.home_hidden else "home visible"
-        return f"mechanism: {self.mechanism}; network: {net}; {pid}; {fs}; {tmp}; {home}; {caps}"
+        sec = "seccomp filter" if self.seccomp else "no seccomp filter"
+        return f"mechanism: {self.mechanism}; network: {net}; {pid}; {fs}; {tmp}; {home}; {caps}; {sec}"
 
     def summary(self) -> str:
         return (f"{self.confinement()}; processes: {self.process_limit}; memory: {self.memory_limit}; "
@@ -282,9 +286,14 @@ def verify(kernel_pid: int, cgroups: CgroupSet, cpu_seconds: int | None = None, 
         notes.append("the host's /tmp is shared with the kernel")
     if not home_hidden:
         notes.append(f"the user's home ({home}) is visible to the kernel")
+    seccomp = _seccomp_filtered(kernel_pid)
+    if not seccomp and mechanism != "none":  # turned off, nothing else holds either
+        wanted = seccomp_filter()
+        notes.append(wanted.describe() if not wanted.available else "the seccomp filter was not installed "
+                     "(see the launcher's log)")
     return Isolation(
         network_isolated, pid_ns, process_limit, memory_limit, cpu_limit, caps, writable, rl, tuple(notes),
-        private_tmp, home_hidden, _ns(kernel_pid, "user") not in ("", _ns("self", "user")), mechanism,
+        private_tmp, home_hidden, _ns(kernel_pid, "user") not in ("", _ns("self", "user")), mechanism, seccomp,
     )
 
 
@@ -301,6 +310,17 @@ def _own_view(pid: int, path: str) -> bool:
         return True
     except OSError:
         return False
+
+
+def _seccomp_filtered(pid: int) -> bool:
+    """Whether `pid` runs under a seccomp filter (`Seccomp: 2` in its status)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Seccomp:"):
+                return line.split()[1] == "2"
+    except (OSError, IndexError):
+        pass
+    return False
 
 
 def _capabilities_dropped(pid: int) -> bool:

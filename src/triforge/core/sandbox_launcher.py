@@ -4,8 +4,9 @@ Run as a script (``python sandbox_launcher.py SPEC_JSON``) under ``unshare`` (se
 `triforge.core.isolation`); it imports nothing from triforge so that the kernel's module namespace
 stays clean. Steps, in order: join the cgroups, bring the private loopback up, set rlimits, confine
 the filesystem (private /tmp, home hidden, read-only but for the writable paths; its own mount
-namespace), drop every capability, then (inside a PID namespace) fork: the parent stays as PID 1
-and only reaps orphans, the child runs ipykernel (`kernel_argv`) or execs `exec_argv`.
+namespace), drop every capability, install the seccomp filter, then (inside a PID namespace) fork:
+the parent stays as PID 1 and only reaps orphans, the child runs ipykernel (`kernel_argv`) or execs
+`exec_argv`.
 """
 
 import json
@@ -134,6 +135,21 @@ def _drop_capabilities() -> None:
         raise OSError(ctypes.get_errno(), "no_new_privs")
 
 
+def _install_seccomp(program: bytes) -> None:
+    """Install the BPF program built by `triforge.core.sandbox_seccomp` (needs no_new_privs, set just before)."""
+    ctypes, libc = _libc()
+    pr_set_seccomp, seccomp_mode_filter = 22, 2
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    buf = ctypes.create_string_buffer(program, len(program))
+    prog = SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))  # 8 bytes per instruction
+    ulong = ctypes.c_ulong
+    if libc.prctl(pr_set_seccomp, ulong(seccomp_mode_filter), ctypes.byref(prog), ulong(0), ulong(0)):
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+
+
 def _set_rlimits(limits: dict[str, list[int]]) -> None:
     for name, (soft, hard) in limits.items():
         res = getattr(resource, name)
@@ -226,6 +242,8 @@ def main() -> None:
         _step(strict, "filesystem not confined", _confine_filesystem, spec["filesystem"])
     if spec.get("drop_capabilities"):
         _step(strict, "capabilities not dropped", _drop_capabilities)
+    if spec.get("seccomp_bpf"):  # a second layer: its absence is reported by the host, not fatal
+        _step(False, "seccomp filter not installed", _install_seccomp, bytes.fromhex(spec["seccomp_bpf"]))
     os.chdir(spec["cwd"])
     lifeline = spec.get("lifeline")
     if spec.get("reaper"):
