@@ -9,7 +9,7 @@ from rich import box
 from rich.table import Table
 
 from triforge.cli.common import console
-from triforge.core.trace_view import render_html, runs_note, summarize
+from triforge.core.trace_view import isolation_held, render_html, runs_note, summarize
 
 app = typer.Typer(help="Read a run's trace: HTML view and summary.", no_args_is_help=True)
 
@@ -42,3 +42,5 @@ def summary(run_dir: Path = RunArg) -> None:
     note = runs_note(run_dir)
     if note:
         console.print(f"note: {note}")
+    for held in isolation_held(run_dir):
+        console.print(f"isolation: {held}", highlight=False)  # folded at the terminal's width

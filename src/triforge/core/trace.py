@@ -101,6 +101,11 @@ class Tracer:
             _current_span.reset(token)
             self.emit(self._record(name, kind, start, time.time(), attrs, status, span_id, parent))
 
+    def event(self, name: str, kind: str = "event", **attrs: Any) -> None:
+        """A point in the run (a span of zero duration), such as the isolation its untrusted code gets."""
+        now = time.time()
+        self.emit(self._record(name, kind, now, now, attrs, "ok"))
+
     def llm_span(self, alias: str, cfg: ModelConfig, body: dict[str, Any], comp: Completion,
                  duration_s: float, attempts: int) -> None:
         end = time.time()

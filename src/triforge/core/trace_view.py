@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from triforge.core.errors import UserError
+from triforge.core.isolation_record import EVENT, NOT_ISOLATED, held_in
 from triforge.core.trace import CorruptTrace, read_spans, trace_path
 
 
@@ -67,6 +68,11 @@ def runs_note(run: str | Path) -> str | None:
     return f"this trace holds {len(runs)} runs appended one after another (started {when} UTC); totals cover all"
 
 
+def isolation_held(run: str | Path) -> list[str]:
+    """What isolation held for the run's untrusted code, from its `isolation` events (empty: none recorded)."""
+    return held_in(_by_start(_spans_or_fail(run)))
+
+
 def summarize(run: str | Path) -> dict[str, dict[str, Row]]:
     """Totals per agent and per model alias; a tool call counts for the model whose reply asked for it
     (the agent's latest LLM call before it)."""
@@ -74,6 +80,8 @@ def summarize(run: str | Path) -> dict[str, dict[str, Row]]:
     by: dict[str, dict[str, Row]] = {"agent": defaultdict(Row), "model": defaultdict(Row)}
     last_model: dict[str, str] = {}
     for s in spans:
+        if s.get("kind") in ("event", EVENT):  # a point in the run (Tracer.event): nothing to count
+            continue
         a = s.get("attributes", {})
         agent = s.get("agent") or "-"
         keys = {"agent": agent}
@@ -264,6 +272,10 @@ def _header_html(run_dir: Path, spans: list[dict[str, Any]]) -> str:
             lines.append(f"<p class=meta>{_esc(_short(r, 200))}</p>")
     else:
         lines.append("<p>ended: <span class='badge other'>no result recorded</span></p>")
+    for held in held_in(spans):
+        tone = "bad" if held == NOT_ISOLATED else "ok"
+        lines.append(f"<p>isolation: <span class='badge {tone}'>{'NOT isolated' if tone == 'bad' else 'held'}"
+                     f"</span> <span class=meta>{_esc(held)}</span></p>")
     lines.append(f"<p class=meta>run directory {_esc(str(run_dir))} · {len(spans)} spans</p>")
     note = runs_note(run_dir)
     if note:

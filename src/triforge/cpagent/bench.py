@@ -18,6 +18,8 @@ from triforge.core import context
 from triforge.core.budget import Budget
 from triforge.core.executor import Executor, output_dir
 from triforge.core.executor import current as current_executor
+from triforge.core.isolation import IsolationPolicy
+from triforge.core.isolation_record import isolation_record
 from triforge.core.kernel_pool import KernelPool
 from triforge.core.llm import LLM
 from triforge.core.provenance import guard_run_dir, refuse_stale_items, stale_items
@@ -101,7 +103,8 @@ def run_bench(
     refuse_stale_items(rd.path, stale_items({k: r.get("item_hash") for k, r in runs.items()}, hashes))
     todo = [(t, s) for t in tasks for s in range(seeds) if runs.get(run_key(t.id, s), {}).get("status") not in FINAL]
     rd.write_config({"model": {"alias": llm.alias, **llm.config.model_dump()}, "seeds": seeds, "jobs": jobs,
-                     "problems": [t.id for t in tasks], "fresh_check": config.fresh_check, "settings_hash": fp.hash})
+                     "problems": [t.id for t in tasks], "fresh_check": config.fresh_check, "settings_hash": fp.hash,
+                     "isolation": isolation_record(IsolationPolicy.from_env())})  # each problem's trace has it too
     lock = threading.Lock()
     pool = KernelPool(size=max(1, min(jobs, 8)), limits=None) if todo else None
     ex = executor or current_executor()

@@ -15,6 +15,7 @@ from typing import Any
 from triforge.core import context
 from triforge.core.budget import Budget
 from triforge.core.isolation import IsolationPolicy
+from triforge.core.isolation_record import isolation_record, trace_isolation
 from triforge.core.llm import LLM
 from triforge.core.provenance import guard_run_dir
 from triforge.core.rundir import RunDir
@@ -117,10 +118,11 @@ def solve_task(
     previous = rd.load_results()
     if resume and previous.get("status") in FINAL:
         return previous
-    isolation = IsolationPolicy.from_env().record()  # how model-written code is confined here
+    isolation = isolation_record(IsolationPolicy.from_env())  # how model-written code is confined here
     rd.write_config({"task": task.id, "model": {"alias": llm.alias, **llm.config.model_dump()},
                      **config.settings(), "settings_hash": fp.hash, "isolation": isolation})
     tracer = Tracer(rd.path)
+    trace_isolation(tracer, isolation)
     with context.use(tracer=tracer, budget=budget):
         record = attempt(task, llm, config=config, sandbox=sandbox, run_dir=rd.path, grade=grade)
     code = record.pop("code", None)
