@@ -109,7 +109,7 @@ def test_tasks_fit_80_columns():
 
 BLOCKER = """
 import sys
-BLOCK = {"jupyter_client", "ipykernel", "psutil", "cpmpy", "ortools", "exact", "pysat", "bm25s", "syllapy",
+BLOCK = {"jupyter_client", "ipykernel", "cpmpy", "ortools", "exact", "pysat", "bm25s", "syllapy",
          "Stemmer", "llama_cpp"}
 class Block:
     def find_spec(self, name, path=None, target=None):
@@ -124,7 +124,8 @@ main(sys.argv[1:])
 @pytest.mark.parametrize("args", [["astra", "tasks"], ["astra", "scan", "--kernel", "K"],
                                   ["astra", "check", "--task", "silu_and_mul", "--kernel", "K", "--no-timing"]])
 def test_astra_starts_with_only_the_gpu_extra(tmp_path, args):
-    """No sandbox, cpagent or maestro extra installed: every astra command still starts (issue 19)."""
+    """No sandbox, cpagent or maestro extra installed: every astra command still starts (issue 19). psutil is
+    astra's own (the isolation layer its worker runs under), so it is not blocked."""
     import subprocess
     import sys
 

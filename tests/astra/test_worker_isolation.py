@@ -198,15 +198,39 @@ def test_refused_where_nothing_isolates_unless_turned_off(monkeypatch):
         off.stop()
 
 
-def test_a_refusal_stops_the_run_instead_of_marking_each_candidate_crash(monkeypatch, tmp_path):
+def test_a_refusal_stops_the_run_before_any_candidate_instead_of_marking_each_crash(monkeypatch, tmp_path):
+    from triforge.astra.agents import evaluator
     from triforge.astra.agents.evaluator import EvalJob, LocalPool
     from triforge.astra.task import get_task
 
     monkeypatch.setattr(isolation, "mechanism", lambda: isolation.Mechanism("none", why_not="test: disabled"))
-    pool = LocalPool(gpus=1, timeout=60, handler=HANDLER)
+    with pytest.raises(IsolationUnavailable):
+        LocalPool(gpus=1, timeout=60, handler=HANDLER)  # the pool is made before the first model call
+    refusing = Worker(timeout=60, handler=HANDLER)  # a worker that meets the refusal only when a job comes
     try:
         with pytest.raises(IsolationUnavailable):
-            pool.evaluate([EvalJob("j1", "silu_and_mul", get_task("silu_and_mul").baseline_source())], tmp_path)
+            evaluator.run_job(EvalJob("j1", "silu_and_mul", get_task("silu_and_mul").baseline_source()),
+                              refusing, tmp_path, 60)
     finally:
-        pool.close()
+        refusing.stop()
 
+
+def test_the_cli_refuses_the_ptx_audit_in_one_line_where_nothing_isolates(monkeypatch, tmp_path, capsys):
+    """`astra scan --task` compiles the candidate: that compile is refused, never skipped in silence."""
+    nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
+    try:
+        nvrtc.nvrtcVersion()
+    except Exception as exc:  # noqa: BLE001 - the bindings are there but not the library (this user's Python)
+        pytest.skip(f"NVRTC cannot be loaded here: {type(exc).__name__}")
+    from triforge.astra.task import get_task
+    from triforge.cli.app import main
+
+    kernel = tmp_path / "k.cu"
+    kernel.write_text(get_task("silu_and_mul").baseline_source() + f"// {uuid.uuid4().hex}\n")  # not cached
+    monkeypatch.setattr(isolation, "mechanism", lambda: isolation.Mechanism("none", why_not="test: disabled"))
+    monkeypatch.delenv("TRIFORGE_ISOLATION", raising=False)
+    with pytest.raises(SystemExit) as ended:
+        main(["astra", "scan", "--task", "silu_and_mul", "--kernel", str(kernel)])
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and "--isolation none" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) <= 2, err  # one line (wrapped at most once by the terminal)

@@ -17,6 +17,7 @@ from triforge.astra.scan import scan
 from triforge.astra.task import get_task
 from triforge.astra.worker import Worker
 from triforge.core import proc
+from triforge.core.isolation import IsolationUnavailable
 
 VERDICTS = ("correct", "incorrect", "hack", "crash", "compile_error")
 
@@ -62,6 +63,8 @@ def audit_on_cpu(task_name: str, source: str, arch: str = "sm_90") -> list:
         from triforge.astra.ptx_audit import audit_ptx
 
         res = nvrtc_compile(source, list(get_task(task_name).name_expressions().values()), arch=arch)
+    except IsolationUnavailable:  # the compile would run unconfined: refused, never skipped in silence
+        raise
     except Exception:  # noqa: BLE001 - no NVRTC here (missing library or bindings): the worker audits
         return []
     return audit_ptx(res.ptx, res.log) if res.ok else []

@@ -25,7 +25,7 @@ from triforge.astra import worker_wire
 from triforge.astra.compile import CONFINED_ENV
 from triforge.core.isolation import CONFINEMENT_FAILED, IsolationPolicy, IsolationUnavailable, refusal
 from triforge.core.proc import ProcLimits
-from triforge.core.sandbox_run import IsolatedProcess, scrubbed_env
+from triforge.core.sandbox_run import IsolatedProcess, scrubbed_env, verified
 
 DEFAULT_TIMEOUT = 300.0
 # what CUDA, torch and Triton read from the environment; nothing else of the host's passes
@@ -97,6 +97,13 @@ def cuda_reads() -> tuple[str, ...]:
 
     inc = cuda_include_dir()
     return (inc,) if inc else ()
+
+
+def require_isolation(policy: IsolationPolicy | None = None) -> str:
+    """What a worker's confinement holds here, read back from /proc; raises `IsolationUnavailable` (before
+    any candidate, and before any model call when asked first) where it cannot hold and was not turned off."""
+    policy = policy or IsolationPolicy.from_env()
+    return verified(policy).confinement() if policy.enabled else "NOT isolated (turned off)"
 
 
 class Worker:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from triforge.astra.worker import Worker
+from triforge.astra.worker import Worker, require_isolation
 from triforge.core import executor
 from triforge.core.executor import visible_gpus
 from triforge.core.isolation import IsolationUnavailable
@@ -126,6 +126,7 @@ class LocalPool:
     local executor (one task per GPU at a time, `assigned_gpu()` naming the task's worker)."""
 
     def __init__(self, gpus: int | None = None, timeout: float = 900, **worker_kw: Any) -> None:
+        self.isolation = require_isolation(worker_kw.get("policy"))  # a refusal comes before any model call
         n = visible_gpus() if gpus is None else gpus
         self.workers = [PinnedWorker(i if n > 1 else None, timeout, **worker_kw) for i in range(max(1, n))]
         self.slots = executor.LocalPool(gpus=len(self.workers))
