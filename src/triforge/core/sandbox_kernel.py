@@ -31,6 +31,7 @@ from triforge.core.sandbox_kernel_launch import (
     checked_isolation,
     find_kernel_pid,
     launch,
+    pidfd,
     remove_stale_runtimes,
     socket_base,
 )
@@ -75,6 +76,7 @@ class KernelProcess:
         self.writable: list[str] | None = None
         self._lifeline: int | None = None
         self._pidfd: int | None = None
+        self._kernel_pidfd: int | None = None
         self._ns_init: int | None = None
         self.isolation_reaper = False
         self.isolation: Isolation | None = None
@@ -85,6 +87,9 @@ class KernelProcess:
             self._handshake(startup_timeout)
             assert self.popen is not None
             self.kernel_pid = find_kernel_pid(self.popen)
+            self._kernel_pidfd = pidfd(self.kernel_pid)  # wakes `recv` once the kernel is reaped
+            if self._poller is not None and self._kernel_pidfd is not None:
+                self._poller.register(self._kernel_pidfd, zmq.POLLIN)
             parent = psutil.Process(self.kernel_pid).ppid()
             self._own = {self.popen.pid, self.kernel_pid, parent}
             # PID 1 of the kernel's namespace: killing it takes every process of the namespace at once
@@ -158,45 +163,43 @@ class KernelProcess:
     def warm_up(self, timeout: float = 10.0) -> None:
         """Run a few throwaway cells, so that the first real cell does not pay for first-time setup."""
         for code in ("1 + 1", "_w = 1", "print(end='')"):
-            msg = self.session.msg("execute_request", {"code": code, "silent": False, "store_history": False,
-                                                       "user_expressions": {}, "allow_stdin": False})
-            self.session.send(self.shell, msg)
-            replied = idle = False
-            end = time.monotonic() + timeout
-            while not (replied and idle):
-                if time.monotonic() > end or not self.alive():
-                    raise SandboxError(f"kernel warm-up did not finish: {self.log_tail()}")
-                for channel, m in self.recv(0.1):
-                    if m["parent_header"].get("msg_id") != msg["header"]["msg_id"]:
-                        continue
-                    replied = replied or channel == "shell"
-                    idle = idle or (m["msg_type"] == "status" and m["content"].get("execution_state") == "idle")
-        self.run_silent("del _w")
+            self._run_setup(code, timeout, silent=False)
+        self.run_silent("del _w", timeout)
 
     def run_silent(self, code: str, timeout: float = 10.0) -> None:
         """Run setup code without output or history; raise `SandboxError` if it fails."""
-        msg = self.session.msg("execute_request", {"code": code, "silent": True, "store_history": False,
+        self._run_setup(code, timeout, silent=True)
+
+    def _run_setup(self, code: str, timeout: float, silent: bool) -> None:
+        """Run `code` outside the history and wait for its reply and for the kernel to be idle again."""
+        msg = self.session.msg("execute_request", {"code": code, "silent": silent, "store_history": False,
                                                    "user_expressions": {}, "allow_stdin": False})
         self.session.send(self.shell, msg)
+        replied = idle = False
         end = time.monotonic() + timeout
-        while time.monotonic() < end and self.alive():
+        while not (replied and idle):
+            if time.monotonic() > end or not self.alive():
+                raise SandboxError(f"kernel setup did not finish: {self.log_tail()}")
             for channel, m in self.recv(0.1):
-                if channel == "shell" and m["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+                if m["parent_header"].get("msg_id") != msg["header"]["msg_id"]:
+                    continue
+                if channel == "shell":
+                    replied = True
                     if m["content"].get("status") != "ok":
                         raise SandboxError(f"kernel setup failed: {m['content'].get('evalue', '')}")
-                    return
-        raise SandboxError(f"kernel setup did not finish: {self.log_tail()}")
+                idle = idle or (m["msg_type"] == "status" and m["content"].get("execution_state") == "idle")
 
     def recv(self, timeout: float) -> list[tuple[str, dict[str, Any]]]:
         if self._poller is None:
             self._poller = zmq.Poller()
             self._poller.register(self.shell, zmq.POLLIN)
             self._poller.register(self.iopub, zmq.POLLIN)
-            if self._pidfd is not None:  # readable once the kernel's process tree is gone: wake up at once
-                self._poller.register(self._pidfd, zmq.POLLIN)
+            for fd in (self._pidfd, self._kernel_pidfd):  # readable once the launcher or the kernel ended
+                if fd is not None:
+                    self._poller.register(fd, zmq.POLLIN)
         out = []
         for sock, _ in self._poller.poll(max(timeout, 0) * 1000):
-            if sock is self._pidfd:
+            if sock in (self._pidfd, self._kernel_pidfd):
                 continue
             name = "shell" if sock is self.shell else "iopub"
             for _ in range(256):  # bounded, so that a flood of output cannot starve the deadline check
@@ -231,7 +234,9 @@ class KernelProcess:
         """The launcher and the kernel under it: the launcher outlives a killed kernel for a moment."""
         if self._killed or self.popen is None or self.popen.poll() is not None:
             return False
-        return not self.kernel_pid or _running(self.kernel_pid)
+        if not self.kernel_pid:
+            return True
+        return _running(self.kernel_pid)  # a zombie counts as ended (its pidfd is not readable before reaping)
 
     def exit_description(self) -> str:
         code = self.popen.poll() if self.popen else None
@@ -339,10 +344,10 @@ class KernelProcess:
             self.popen.wait()
             _wait_gone(members, 3.0)
         self.cgroups.destroy()
-        for fd in (self._lifeline, self._pidfd):
+        for fd in (self._lifeline, self._pidfd, self._kernel_pidfd):
             if fd is not None:
                 os.close(fd)
-        self._lifeline = self._pidfd = None
+        self._lifeline = self._pidfd = self._kernel_pidfd = None
         self._poller = None
         for sock in (self.shell, self.iopub):
             if sock is not None:
@@ -392,7 +397,10 @@ def _wait_gone(pids: set[int], timeout: float) -> None:
 
 
 def _running(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not): one read of its stat line, which `alive` does on every poll."""
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
         return False
+    return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] not in (b"Z", b"X")

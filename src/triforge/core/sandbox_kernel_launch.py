@@ -70,7 +70,8 @@ def launch(limits: SandboxLimits, cwd: Path, runtime: Path, cgroups: CgroupSet, 
         "rlimits": limits.rlimits(),
         "lifeline": lifeline_r if reaper else None,
         "cwd": str(cwd),
-        "kernel_argv": ["-f", str(runtime / "kernel.json"), "--HistoryManager.enabled=False"],
+        "kernel_argv": ["-f", str(runtime / "kernel.json"), "--HistoryManager.enabled=False",
+                        "--IPythonKernel._execute_sleep=0"],
     }
     fs = spec["filesystem"]
     # host paths the kernel writes through to (the private /tmp is not the host's)
@@ -97,11 +98,15 @@ def launch(limits: SandboxLimits, cwd: Path, runtime: Path, cgroups: CgroupSet, 
         raise
     finally:
         os.close(lifeline_r)
+    return Launched(popen, launch_plan.mechanism, writable, reaper, lifeline_w, pidfd(popen.pid))
+
+
+def pidfd(pid: int) -> int | None:
+    """A pidfd for `pid`: readable once it has ended and been reaped. None on old kernels: poll instead."""
     try:
-        pidfd: int | None = os.pidfd_open(popen.pid)
-    except (AttributeError, OSError):  # old kernel: death is noticed by polling instead
-        pidfd = None
-    return Launched(popen, launch_plan.mechanism, writable, reaper, lifeline_w, pidfd)
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def find_kernel_pid(popen: subprocess.Popen[bytes], timeout: float = 5.0) -> int:
