@@ -8,7 +8,10 @@ a sandbox from a pool ready to execute (pool refilled, and back to back), recove
 death with and without a pool, a one-shot isolated program (`run_isolated`) against a plain
 `subprocess.run` of the same program, and `proc.run` against `subprocess.run`. The result files
 are named by the path measured: `sandbox-DATE-root` (namespaces and cgroups as root) or
-`sandbox-DATE-user` (an ordinary user: unprivileged user namespaces).
+`sandbox-DATE-user` (an ordinary user: unprivileged user namespaces), plus `--tag` (e.g. `-b`).
+The machine is shared: the load average and how busy the CPUs were (all processes, from /proc/stat)
+are recorded at start and end, with the benchmark's own nice value. `--hogs N --hog-nice K` adds a
+known load of its own: N busy-looping processes at nice K for the whole run (recorded in the results).
 """
 
 from __future__ import annotations
@@ -32,6 +35,13 @@ from triforge.core.kernel_pool import KernelPool
 from triforge.core.proc import run
 from triforge.core.sandbox import KernelSandbox
 from triforge.core.sandbox_run import run_isolated
+
+
+def cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -186,9 +196,15 @@ def render(res: dict) -> str:
         "",
         f"Round trip, hardened / plain: {ratio:.2f}x at p50, {rt['paired_ratio_median']:.2f}x median of paired rounds"
         " (interleaved in one run).",
-        f"Measured at {res['utc']}; load average at start {', '.join(f'{x:.1f}' for x in res['load_average_at_start'])}"
-        " (the machine is shared: other work runs beside the benchmark).",
+        f"Measured at {res['utc']} (nice {res['nice']}); load average at start "
+        f"{', '.join(f'{x:.1f}' for x in res['load_average_at_start'])}, at end "
+        f"{', '.join(f'{x:.1f}' for x in res['load_average_at_end'])}; CPUs busy {res['cpu_busy_fraction']:.0%} "
+        f"of the run's {res['wall_s']:.0f} s (every process, the benchmark's own included; the machine is shared: "
+        "other work runs beside the benchmark).",
     ]
+    if res.get("hogs"):
+        lines.append(f"Added load: {res['hogs']['processes']} busy-looping processes at nice {res['hogs']['nice']} "
+                     "for the whole run.")
     return "\n".join(lines) + "\n"
 
 
@@ -197,15 +213,34 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--starts", type=int, default=8)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    ap.add_argument("--tag", default="", help="appended to the result files' names, e.g. --tag=-b")
+    ap.add_argument("--hogs", type=int, default=0, help="busy-looping processes to run beside the benchmark")
+    ap.add_argument("--hog-nice", type=int, default=10, help="their nice value")
     args = ap.parse_args()
+    hogs = [subprocess.Popen(["nice", "-n", str(args.hog_nice), sys.executable, "-c", "while True: pass"])
+            for _ in range(args.hogs)]
+    try:
+        measure(args)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+
+
+def measure(args: argparse.Namespace) -> None:
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
-    label = "root" if os.geteuid() == 0 else "user"
+    root = os.geteuid() == 0
+    label = ("root" if root else "user") + args.tag
+    busy0, total0 = cpu_times()
+    t0 = time.monotonic()
     res = {
         "date": date,
-        "path": "as root (namespaces, cgroups)" if label == "root" else f"as uid {os.geteuid()} (user namespaces)",
+        "path": "as root (namespaces, cgroups)" if root else f"as uid {os.geteuid()} (user namespaces)",
         "utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores python {platform.python_version()}",
         "load_average_at_start": os.getloadavg(),
+        "nice": os.nice(0),
+        "hogs": {"processes": args.hogs, "nice": args.hog_nice} if args.hogs else None,
         "roundtrip": bench_roundtrip(args.rounds),
         "cold_start": bench_cold_start(args.starts),
         "pool": bench_pool(args.starts * 2),
@@ -213,6 +248,9 @@ def main() -> None:
         "one_shot": bench_one_shot(max(args.rounds // 10, 10)),
         "proc": bench_proc(args.rounds),
     }
+    busy, total = cpu_times()
+    res.update(load_average_at_end=os.getloadavg(), wall_s=time.monotonic() - t0,
+               cpu_busy_fraction=(busy - busy0) / max(total - total0, 1))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"sandbox-{date}-{label}.json").write_text(json.dumps(res, indent=2) + "\n")
     md = render(res)
