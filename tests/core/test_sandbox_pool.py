@@ -50,3 +50,19 @@ def test_take_after_close_fails():
 
     with pytest.raises(SandboxError):
         pool.take(timeout=1)
+
+
+def test_unconfined_pooled_kernel_enters_a_given_folder_with_no_trace_of_the_setup(tmp_path, monkeypatch):
+    """With isolation off a pooled kernel serves a given folder: it changes into it with a silent setup cell,
+    which leaves no output, no history and no variable behind for the first real cell."""
+    from triforge.core.isolation import IsolationPolicy
+
+    limits = SandboxLimits(isolation=IsolationPolicy(enabled=False))
+    with KernelPool(size=1, limits=limits) as pool:
+        assert wait_until(lambda: pool.ready_count == 1, timeout=60)
+        pid = pool._ready.queue[0].kernel_pid
+        with pool.sandbox(tmp_path / "given") as sb:
+            assert sb.kernel_pid == pid, "not the pooled kernel"
+            r = sb.execute("import os\nprint(os.getcwd())\n[k for k in globals() if k in ('_o', '_w')]")
+            assert r.ok and r.stdout == f"{tmp_path / 'given'}\n" and r.result == "[]", r
+            assert sb.execute("len(In)").result == "3", "setup cells entered the history"
