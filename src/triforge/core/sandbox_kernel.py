@@ -36,6 +36,7 @@ from triforge.core.sandbox_kernel_launch import (
     socket_base,
 )
 from triforge.core.sandbox_limits import SandboxLimits
+from triforge.core.sandbox_tree import descendants, running, task_count, wait_gone
 
 __all__ = ["KernelProcess", "SandboxError", "writable_in"]
 
@@ -236,11 +237,11 @@ class KernelProcess:
             return False
         if not self.kernel_pid:
             return True
-        return _running(self.kernel_pid)  # a zombie counts as ended (its pidfd is not readable before reaping)
+        return running(self.kernel_pid)  # a zombie counts as ended (its pidfd is not readable before reaping)
 
     def exit_description(self) -> str:
         code = self.popen.poll() if self.popen else None
-        if code is None and self.popen is not None and self.kernel_pid and not _running(self.kernel_pid):
+        if code is None and self.popen is not None and self.kernel_pid and not running(self.kernel_pid):
             try:  # the kernel is gone; its launcher exits with its status in a moment
                 code = self.popen.wait(timeout=2)
             except subprocess.TimeoutExpired:
@@ -278,31 +279,16 @@ class KernelProcess:
         if self.popen is not None:
             pids.add(self.popen.pid)
             if "pids" not in self.cgroups.dirs:  # no cgroup holding them all: walk the tree
-                pids |= _descendants(self.popen.pid)
+                pids |= descendants(self.popen.pid)
         return pids
 
     def task_count(self) -> int:
         """Tasks (threads count) of every process of this kernel: what RLIMIT_NPROC counts."""
-        total = 0
-        for pid in self.members():
-            try:
-                with open(f"/proc/{pid}/stat", "rb") as f:
-                    stat = f.read()
-                total += int(stat[stat.rindex(b")") + 2 :].split()[17])  # num_threads
-            except (OSError, ValueError, IndexError):
-                pass
-        return total
+        return task_count(self.members())
 
     def strays(self) -> list[int]:
         """Processes the kernel's code started that are still running (zombies excluded)."""
-        out = []
-        for pid in self.members() - self._own:
-            try:
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    out.append(pid)
-            except psutil.Error:
-                pass
-        return out
+        return [pid for pid in self.members() - self._own if running(pid)]
 
     def kill_strays(self) -> int:
         """Kill what `strays` finds; return how many distinct processes were killed."""
@@ -342,7 +328,7 @@ class KernelProcess:
             except (ProcessLookupError, PermissionError):
                 pass
             self.popen.wait()
-            _wait_gone(members, 3.0)
+            wait_gone(members, 3.0)
         self.cgroups.destroy()
         for fd in (self._lifeline, self._pidfd, self._kernel_pidfd):
             if fd is not None:
@@ -355,52 +341,3 @@ class KernelProcess:
         self.shell = self.iopub = None
         shutil.rmtree(self.runtime, ignore_errors=True)
         _LIVE.discard(self)
-
-
-def _descendants(root: int) -> set[int]:
-    """Every descendant of `root`, from /proc/PID/task/TID/children: no scan of the whole process table,
-    which matters after every cell of an unprivileged kernel (no pids cgroup to list them)."""
-    found: set[int] = set()
-    todo = [root]
-    while todo:
-        pid = todo.pop()
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children") as f:
-                    kids = [int(k) for k in f.read().split()]
-            except (OSError, ValueError):
-                continue
-            for kid in kids:
-                if kid not in found:
-                    found.add(kid)
-                    todo.append(kid)
-    return found
-
-
-def _wait_gone(pids: set[int], timeout: float) -> None:
-    """Wait until none of `pids` runs (zombies count as gone: their parent reaps them)."""
-    end = time.monotonic() + timeout
-    left = set(pids)
-    while left and time.monotonic() < end:
-        for pid in list(left):
-            try:
-                if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                    left.discard(pid)
-            except psutil.Error:
-                left.discard(pid)
-        if left:
-            time.sleep(0.005)
-
-
-def _running(pid: int) -> bool:
-    """Whether `pid` runs (a zombie does not): one read of its stat line, which `alive` does on every poll."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] not in (b"Z", b"X")

@@ -1,0 +1,70 @@
+"""The processes of one sandbox, read from /proc: its descendants, their task count, whether one runs."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import psutil
+
+
+def task_count(pids: set[int]) -> int:
+    """Tasks (threads count) of every process in `pids`: what RLIMIT_NPROC counts."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            total += int(stat[stat.rindex(b")") + 2 :].split()[17])  # num_threads
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def descendants(root: int) -> set[int]:
+    """Every descendant of `root`, from /proc/PID/task/TID/children: no scan of the whole process table,
+    which matters after every cell of an unprivileged kernel (no pids cgroup to list them)."""
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            for kid in kids:
+                if kid not in found:
+                    found.add(kid)
+                    todo.append(kid)
+    return found
+
+
+def wait_gone(pids: set[int], timeout: float) -> None:
+    """Wait until none of `pids` runs (zombies count as gone: their parent reaps them)."""
+    end = time.monotonic() + timeout
+    left = set(pids)
+    while left and time.monotonic() < end:
+        for pid in list(left):
+            try:
+                if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                    left.discard(pid)
+            except psutil.Error:
+                left.discard(pid)
+        if left:
+            time.sleep(0.005)
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not): one read of its stat line, which `alive` does on every poll."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] not in (b"Z", b"X")
