@@ -35,17 +35,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
 MINI_IDS = ["abbots_puzzle", "added_corners"]
 
 
-@pytest.fixture(scope="module")
-def rex():
-    from triforge.core.executor_ray import RayExecutor
-
-    ex = RayExecutor(num_cpus=2)
-    import ray
-
-    # Functions of this module run on the workers, which cannot import a test module: send them by value.
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    yield ex
-    ex.close()
+# `rex`: the Ray executor of tests/core/conftest.py (one instance for the Ray test modules).
 
 
 def llm_at(srv: FakeOpenAIServer) -> OpenAICompatLLM:

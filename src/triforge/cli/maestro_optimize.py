@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from triforge.cli.common import BaseUrlOpt, KeyEnvOpt, ModelOpt, console
+from triforge.cli.common import BaseUrlOpt, ExecutorOpt, KeyEnvOpt, ModelOpt, RayAddressOpt, console, fan_out
 from triforge.core.errors import UserError
 
 ProgramOpt = typer.Option(None, "--program", "-p", help="Seed name, a .json/.toml program, or module:function "
@@ -125,7 +125,7 @@ def optimize_cmd(
     data: str = DataOpt, corpus: str = CorpusOpt, mode: str = ModeOpt, limits: str = LimitsOpt,
     minibatch: int = MinibatchOpt, patience: int = PatienceOpt, max_wall_s: float = WallOpt,
     module_models: str = ModelsOpt, tool: list[str] = ToolOpt, validator: list[str] = ValidatorOpt,
-    jobs: int = JobsOpt, cache: str = CacheOpt,
+    jobs: int = JobsOpt, cache: str = CacheOpt, executor: str = ExecutorOpt, ray_address: str = RayAddressOpt,
 ) -> None:
     """Optimize a program on a benchmark under one budget; writes the run directory (report.md, report.html, ...)."""
     from triforge.maestro.optimize.runner import OPTIMIZERS
@@ -134,7 +134,8 @@ def optimize_cmd(
         raise UserError(f"unknown optimizer {optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
     task = _task(bench, program, data, corpus, mode, limits)
     settings = _settings(budget, max_calls, seed, minibatch, patience, max_wall_s, module_models, tool, validator, out)
-    s = _run_one(optimizer, task, model, base_url, api_key_env, reflection_model, settings, out, cache, jobs)
+    with fan_out(executor, ray_address):
+        s = _run_one(optimizer, task, model, base_url, api_key_env, reflection_model, settings, out, cache, jobs)
     console.print(_line(s), highlight=False, soft_wrap=True)
     console.print(f"run directory: {out} (report.md, report.html, best_program.json, proposals.jsonl)")
 
@@ -149,7 +150,7 @@ def compare_cmd(
     data: str = DataOpt, corpus: str = CorpusOpt, mode: str = ModeOpt, limits: str = LimitsOpt,
     minibatch: int = MinibatchOpt, patience: int = PatienceOpt, max_wall_s: float = WallOpt,
     module_models: str = ModelsOpt, tool: list[str] = ToolOpt, validator: list[str] = ValidatorOpt,
-    jobs: int = JobsOpt, cache: str = CacheOpt,
+    jobs: int = JobsOpt, cache: str = CacheOpt, executor: str = ExecutorOpt, ray_address: str = RayAddressOpt,
 ) -> None:
     """Run several optimizers side by side and print one table."""
     from triforge.core.rundir import write_json_atomic
@@ -161,12 +162,13 @@ def compare_cmd(
         raise UserError(f"unknown optimizer(s) {bad or optimizers!r}: use some of {', '.join(OPTIMIZERS)}")
     task = _task(bench, program, data, corpus, mode, limits)
     rows = []
-    for name in names:
-        console.print(f"[bold]{name}[/]")
-        settings = _settings(budget, max_calls, seed, minibatch, patience, max_wall_s, module_models, tool,
-                             validator, out / name)
-        rows.append(_run_one(name, task, model, base_url, api_key_env, reflection_model, settings, out / name,
-                             cache, jobs))
+    with fan_out(executor, ray_address):
+        for name in names:
+            console.print(f"[bold]{name}[/]")
+            settings = _settings(budget, max_calls, seed, minibatch, patience, max_wall_s, module_models, tool,
+                                 validator, out / name)
+            rows.append(_run_one(name, task, model, base_url, api_key_env, reflection_model, settings, out / name,
+                                 cache, jobs))
     table = compare_table(rows)
     (out / "compare.md").write_text(table, encoding="utf-8")
     write_json_atomic(out / "compare.json", rows)

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from triforge.core import context
 from triforge.core.errors import TriforgeError, UserError
 
 T = TypeVar("T")
@@ -64,6 +65,12 @@ class Executor(Protocol):
 
     def gpu_slots(self) -> int:
         """How many `gpu=True` tasks can run at once (0: none)."""
+        ...
+
+    def host(self, obj: T) -> T:
+        """One owner for `obj` that the caller and every task reach: `obj` itself on the local pool; on Ray
+        a handle whose method calls run, one at a time, on the one copy kept on the driver's machine (so a
+        method that checks and counts under its own lock stays atomic across workers). Only methods."""
         ...
 
     def close(self) -> None: ...
@@ -132,6 +139,8 @@ class LocalPool:
             try:
                 return fn(item)
             finally:
+                if (budget := context.budget()) is not None and hasattr(budget, "release_thread"):
+                    budget.release_thread()  # a place this task checked for and never charged
                 _gpu.reset(tokens[0])
                 if len(tokens) > 1:
                     _output_dir.reset(tokens[1])
@@ -144,6 +153,9 @@ class LocalPool:
 
     def gpu_slots(self) -> int:
         return visible_gpus() if self.gpus is None else self.gpus
+
+    def host(self, obj: T) -> T:
+        return obj
 
     def close(self) -> None:
         pass

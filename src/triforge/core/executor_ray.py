@@ -29,7 +29,7 @@ from triforge.core import context
 from triforge.core import trace as trace_mod
 from triforge.core.errors import UserError
 from triforge.core.executor import OnDone, Outputs, TaskFailed, _gpu, _output_dir
-from triforge.core.ray_services import Ledger, RemoteBudget, RemoteCache, SpanBuffer, WorkerServices
+from triforge.core.ray_services import Hosted, Ledger, RemoteBudget, RemoteCache, SpanBuffer, WorkerServices
 
 # The transcript of a task's files that is appended to rather than replaced when written back.
 APPENDED = {"trace.jsonl"}
@@ -140,6 +140,7 @@ class RayExecutor:
             self._owned = True
         self._task = ray.remote(max_retries=0)(run_task)
         self._ledger: Any = None
+        self._hosted = 0
 
     def _services(self) -> WorkerServices:
         """The services of the calling context, as a worker rebuilds them; syncs the ledger actor."""
@@ -229,6 +230,13 @@ class RayExecutor:
 
     def gpu_slots(self) -> int:
         return int(self._ray.cluster_resources().get("GPU", 0))
+
+    def host(self, obj: Any) -> Any:
+        """`obj` moved into the ledger actor (on the driver's node); the caller and the tasks get a handle."""
+        self._hosted += 1
+        ledger = self._ledger_actor()
+        self._ray.get(ledger.host.remote(self._hosted, obj))
+        return Hosted(ledger, self._hosted, type(obj).__name__)
 
     def close(self) -> None:
         if self._ledger is not None:

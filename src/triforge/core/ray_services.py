@@ -9,6 +9,9 @@ from overshooting a cap is the reservation each call takes first: a call is refu
 charged plus those in flight reach the cap. A reservation not followed by a charge (a check that was not
 an LLM call, a request that failed) is released at the thread's next check or when its task ends.
 USD and token caps are checked the same way, so they can be passed by at most the calls in flight.
+
+The same actor keeps the objects a run hosts (`RayExecutor.host`: maestro's search ledger, for one): each
+one copy, reached through a `Hosted` handle whose method calls run there one at a time.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class Ledger:
         self.in_flight = 0
         self.reset_at = time.monotonic()
         self.cache: ResponseCache | None = None
+        self.hosted: dict[int, Any] = {}
 
     def reset(self, limits: BudgetLimits | None, spent: dict[str, float] | None, cache_path: str | None,
               cache_mode: str | None) -> None:
@@ -115,6 +119,39 @@ class Ledger:
         if self.cache is not None:
             self.cache.put(request, response, sample)
 
+    def host(self, key: int, obj: Any) -> None:
+        self.hosted[key] = obj
+
+    def call(self, key: int, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, Any]:
+        """Run one method of a hosted object; an exception comes back as a value, raised by the caller."""
+        try:
+            return True, getattr(self.hosted[key], method)(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - BudgetExceeded and the like belong to the caller
+            return False, e
+
+
+class Hosted:
+    """A handle on an object kept in the ledger actor: `h.method(...)` runs `method` there and returns its
+    result (or raises its exception). Picklable, so tasks carry it to their workers."""
+
+    def __init__(self, ledger: Any, key: int, kind: str) -> None:
+        self._ledger, self._key, self._kind = ledger, key, kind
+
+    def __getattr__(self, method: str) -> Any:
+        if method.startswith("__"):
+            raise AttributeError(method)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            ok, value = _ray().get(self._ledger.call.remote(self._key, method, args, kwargs))
+            if not ok:
+                raise value
+            return value
+
+        return call
+
+    def __repr__(self) -> str:
+        return f"<hosted {self._kind} #{self._key}>"
+
 
 def _ray() -> Any:
     import ray
@@ -165,6 +202,10 @@ class RemoteBudget:
 
     def exceeded(self) -> str | None:
         return _ray().get(self._ledger.exceeded.remote())
+
+    def release_thread(self) -> None:
+        """Give back the calling thread's place (a task of a pool inside this task ended)."""
+        self._drop_held()
 
     def spent(self) -> Spend:
         return Spend(**_ray().get(self._ledger.spend.remote()))

@@ -5,6 +5,10 @@ A rollout is one program run on one example. Rollouts are reserved before an eva
 never overshot, whatever runs in parallel. Calls are counted as made by the program or the
 optimizer, whether the response cache answered them or not, so a resumed run (replayed from the
 cache) counts exactly what the first run counted; `sent` counts the ones that reached an endpoint.
+
+The ledger has one owner: on an executor that runs rollouts in other processes (Ray) it lives where the
+executor hosts it (`Executor.host`) and every caller, the workers' task models included, reaches it by
+method calls only, each atomic there.
 """
 
 from __future__ import annotations
@@ -58,6 +62,20 @@ class Ledger:
         self._lock = threading.Lock()
         self.capped = True  # False while the final test evaluation runs
 
+    def __getstate__(self) -> dict[str, Any]:  # sent once to where the executor hosts it
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def uncap(self) -> None:
+        """Stop capping calls: the final test evaluation is outside the search's caps, and counted apart."""
+        with self._lock:
+            self.capped = False
+
     def spent(self) -> Spent:
         with self._lock:
             s = self._spent
@@ -89,12 +107,16 @@ class Ledger:
             s.calls[kind] += 1
 
     def charge(self, comp: Completion, usd: float) -> None:
+        self.charge_usage(comp.usage.input_tokens, comp.usage.output_tokens, usd, comp.cached)
+
+    def charge_usage(self, input_tokens: int, output_tokens: int, usd: float, cached: bool) -> None:
+        """What a reserved call used (plain numbers: a worker sends them to the ledger's owner)."""
         with self._lock:
             s = self._spent
-            s.input_tokens += comp.usage.input_tokens
-            s.output_tokens += comp.usage.output_tokens
+            s.input_tokens += input_tokens
+            s.output_tokens += output_tokens
             s.usd += usd
-            s.sent += 0 if comp.cached else 1
+            s.sent += 0 if cached else 1
 
 
 class LedgerLLM:
@@ -111,7 +133,7 @@ class LedgerLLM:
         comp = self.inner.complete(messages, **kwargs)
         # a cached completion carries no cost; price it from its usage so a replay charges the same
         usd = self.config.cost_usd(comp.usage.input_tokens, comp.usage.output_tokens)
-        self.ledger.charge(comp, usd)
+        self.ledger.charge_usage(comp.usage.input_tokens, comp.usage.output_tokens, usd, comp.cached)
         return comp
 
     def text(self, prompt: str, *, sample: int = 0, max_tokens: int | None = None) -> str:

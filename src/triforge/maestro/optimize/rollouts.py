@@ -23,11 +23,17 @@ class EndpointDown(EndpointError):
 
 
 class TaskModels:
-    """The task models of the search, each wrapped so its calls are reserved in the ledger."""
+    """The task models of the search, each wrapped so its calls are reserved in the ledger.
+
+    A distributed executor sends it to the workers with every evaluation: its models and its ledger
+    (then a hosted handle), the wrappers rebuilt there."""
 
     def __init__(self, models: Models, ledger: Ledger) -> None:
         self._models, self._ledger = models, ledger
         self._wrapped: dict[str | None, LedgerLLM] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_models": self._models, "_ledger": self._ledger, "_wrapped": {}}
 
     def __call__(self, alias: str | None) -> LedgerLLM:
         w = self._wrapped.get(alias)

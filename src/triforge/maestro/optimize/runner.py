@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from triforge.core.errors import EndpointError, UserError
+from triforge.core.executor import current as current_executor
 from triforge.core.llm import LLM
 from triforge.core.rundir import RunDir, write_json_atomic
 from triforge.maestro.benchmarks.base import Example
@@ -107,7 +108,8 @@ def optimize(optimizer: str, task: Task, models: Models, reflection: LLM, settin
         rd.write_config({"fingerprint": fp, "budget": settings.budget, "max_calls": settings.max_calls,
                          "patience": settings.patience, "max_wall_s": settings.max_wall_s})
     t0 = time.perf_counter()
-    ledger = Ledger(settings.budget, settings.max_calls)
+    # one owner for the ledger: rollouts on other processes or hosts reserve their calls with it
+    ledger: Ledger = current_executor().host(Ledger(settings.budget, settings.max_calls))
     rollouts = Rollouts(task.metric, models, ledger, retrievers=task.retrievers, jobs=jobs)
     refl = LedgerLLM(reflection, ledger, "reflection")
     log = RunLog(rd.path if rd else None)
@@ -120,7 +122,7 @@ def optimize(optimizer: str, task: Task, models: Models, reflection: LLM, settin
             raise
         raise EndpointDown(f"{e}; re-run the same command to resume from the response cache") from e
     search_calls = ledger.spent().total_calls
-    ledger.capped = False  # the final test evaluation is outside the search's caps, and counted apart
+    ledger.uncap()  # the final test evaluation is outside the search's caps, and counted apart
     test_seed = rollouts.run(task.program, task.test, "test") if task.test else []
     test_best = rollouts.run(outcome.best, task.test, "test") if task.test else []
     spent = ledger.spent()
