@@ -68,3 +68,15 @@ def test_a_resumed_run_keeps_one_line_per_distinct_isolation(tmp_path, monkeypat
     solve_task(TASK, ScriptedLLM([call("submit", code=GOOD)]), run, grade=False, resume=False)
     assert len(_events(run)) == 2
     assert _summary(run).count("isolation: ") == 1
+
+
+def test_a_bench_records_what_held_and_each_run_traces_it(tmp_path, monkeypatch):
+    from triforge.cpagent.bench import run_bench
+
+    monkeypatch.delenv(isolation.ENV_VAR, raising=False)
+    out = tmp_path / "bench"
+    run_bench([TASK], ScriptedLLM([call("submit", code=GOOD)]), out, jobs=1)
+    held = verified(IsolationPolicy()).confinement()
+    assert json.loads((out / "config.json").read_text())["isolation"]["held"] == held
+    [event] = _events(out / "problems" / "one" / "seed0")
+    assert event["attributes"]["triforge.isolation.held"] == held

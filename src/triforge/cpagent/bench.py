@@ -102,9 +102,11 @@ def run_bench(
     hashes = {run_key(t.id, s): task_hash(t) for t in tasks for s in range(seeds)}
     refuse_stale_items(rd.path, stale_items({k: r.get("item_hash") for k, r in runs.items()}, hashes))
     todo = [(t, s) for t in tasks for s in range(seeds) if runs.get(run_key(t.id, s), {}).get("status") not in FINAL]
+    policy = IsolationPolicy.from_env()
     rd.write_config({"model": {"alias": llm.alias, **llm.config.model_dump()}, "seeds": seeds, "jobs": jobs,
                      "problems": [t.id for t in tasks], "fresh_check": config.fresh_check, "settings_hash": fp.hash,
-                     "isolation": isolation_record(IsolationPolicy.from_env())})  # each problem's trace has it too
+                     # what held (each problem's trace has it too); with nothing to run, only the policy
+                     "isolation": isolation_record(policy) if todo else policy.record()})
     lock = threading.Lock()
     pool = KernelPool(size=max(1, min(jobs, 8)), limits=None) if todo else None
     ex = executor or current_executor()
