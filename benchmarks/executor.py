@@ -4,8 +4,12 @@
    task), on the local pool and on a local Ray instance (2 CPUs, loopback).
 2. Ledger round trip: one reservation plus one charge asked of the ledger actor from a worker (what every
    LLM call costs on Ray when the run has a budget), and the bytes of trace per LLM span.
+   The same pair on the local pool's `Budget` (which reserves too), alone and with 8 threads at once; and a
+   task call of `maestro optimize` on Ray: reserve + charge with the search ledger hosted in the actor.
 3. Scaling: a fake-model `cpagent bench` (the fake server submits each problem's reference model after a
    fixed model delay) with 1 then 2 tasks in flight, on Ray and on the local pool.
+4. `maestro optimize` on the simulated bed (in-process task model, so only the search's own cost shows),
+   the same search on the local pool and on Ray: wall time and whether the best program is the same.
 
     .venv/bin/python benchmarks/executor.py [--problems 6] [--delay 0.3] [--out benchmarks/results]
 
@@ -49,6 +53,51 @@ def ledger_round_trips(n: int) -> list[float]:
         b.charge(input_tokens=1, output_tokens=1)
         out.append(time.perf_counter() - t0)
     return out
+
+
+def search_ledger_round_trips(item: tuple[Any, int]) -> list[float]:
+    """Seconds per reserve_call + charge_usage on a hosted search ledger (runs on a worker)."""
+    ledger, n = item
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        ledger.reserve_call("task")
+        ledger.charge_usage(1, 1, 0.0, False)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def local_budget_pairs(threads: int, n: int) -> list[float]:
+    """Seconds per check + charge on the local pool's Budget, `threads` threads at once."""
+    b = Budget(BudgetLimits(max_calls=10**9))
+
+    def run(_: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            b.check()
+            b.charge(input_tokens=1, output_tokens=1)
+            out.append(time.perf_counter() - t0)
+        return out
+
+    with context.use(budget=b):
+        return [x for xs in LocalPool().map(run, range(threads), jobs=threads) for x in xs]  # type: ignore[union-attr]
+
+
+def bench_optimize(ex: Any) -> dict[str, Any]:
+    from triforge.core import executor as executor_mod
+    from triforge.maestro.optimize.runner import Task, optimize
+    from triforge.maestro.optimize.state import OptimizeSettings
+    from triforge.testing.sim_bed import TOOLS, VALIDATORS, SimLM, sim_tasks
+    from triforge.testing.sim_reflection import SimReflection
+
+    t = sim_tasks()[4]
+    task = Task("sim", t.program, t.split("train"), t.split("val"), t.split("test"), t.metric, t.retrievers())
+    settings = OptimizeSettings(budget=120, tools=TOOLS, validators=VALIDATORS, patience=30, seed=7)
+    with executor_mod.use(ex):
+        s = optimize("maestro", task, SimLM(), SimReflection(), settings, None, jobs=2)
+    return {"wall_s": s["wall_s"], "best_hash": s["best_hash"], "rollouts": s["spent"]["search_rollouts"] +
+            s["spent"]["rollouts"]["test"], "calls": s["spent"]["calls"], "proposals": s["proposals"]}
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -126,6 +175,16 @@ def main() -> None:
     with context.use(budget=Budget(BudgetLimits(max_calls=10**9))):
         [trips] = rex.map(ledger_round_trips, [200], jobs=1)
     res["ledger_round_trip_ms"] = {"p50": 1e3 * statistics.median(trips), "p90": 1e3 * pct(trips, 0.9)}
+    from triforge.maestro.optimize.ledger import Ledger
+
+    [strips] = rex.map(search_ledger_round_trips, [(rex.host(Ledger(max_calls=10**9)), 200)], jobs=1)
+    res["search_ledger_round_trip_ms"] = {"p50": 1e3 * statistics.median(strips), "p90": 1e3 * pct(strips, 0.9)}
+    res["local_budget_pair_us"] = {}
+    for threads in (1, 8):
+        pairs = local_budget_pairs(threads, 2000)
+        res["local_budget_pair_us"][f"threads{threads}"] = {"p50": 1e6 * statistics.median(pairs),
+                                                            "p90": 1e6 * pct(pairs, 0.9)}
+    res["optimize_sim"] = {"local": bench_optimize(local), "ray": bench_optimize(rex)}
     res["bench_scaling"] = {"problems": args.problems, "model_delay_s": args.delay,
                             "ray": bench_scaling(rex, args.problems, args.delay),
                             "local": bench_scaling(local, args.problems, args.delay)}
@@ -142,13 +201,26 @@ def main() -> None:
                        ("batch_per_task_ms", f"batch of {args.batch}, wall per task (ms)")):
         md.append(f"| {label} | {o['local'][key]:.2f} | {o['ray'][key]:.2f} |")
     md += ["", f"Ledger reserve + charge from a worker: p50 {res['ledger_round_trip_ms']['p50']:.2f} ms, "
-           f"p90 {res['ledger_round_trip_ms']['p90']:.2f} ms.", "",
+           f"p90 {res['ledger_round_trip_ms']['p90']:.2f} ms. The same with the search ledger of `maestro optimize` "
+           f"hosted in the actor (reserve_call + charge_usage): p50 {res['search_ledger_round_trip_ms']['p50']:.2f} "
+           f"ms, p90 {res['search_ledger_round_trip_ms']['p90']:.2f} ms.", "",
+           "Local pool `Budget` check (a reservation) + charge, per call: " + ", ".join(
+               f"{k[7:]} thread(s) p50 {v['p50']:.1f} us, p90 {v['p90']:.1f} us"
+               for k, v in res["local_budget_pair_us"].items()) + ".", "",
            f"Fake-model cpagent bench, {args.problems} problems, {args.delay} s per model reply:", "",
            "| | 1 in flight (s) | 2 in flight (s) | ratio |", "|---|---|---|---|"]
     for k in ("local", "ray"):
         md.append(f"| {k} | {sc[k]['jobs1_s']:.1f} | {sc[k]['jobs2_s']:.1f} | {sc[k]['speedup_1_to_2']:.2f}x |")
     md += ["", f"Trace: {sc['ray']['trace_bytes_per_llm_span']:.0f} bytes per LLM span on average "
-           f"({sc['ray']['llm_spans']} spans)."]
+           f"({sc['ray']['llm_spans']} spans).", ""]
+    op = res["optimize_sim"]
+    md += ["`maestro optimize` on the simulated bed (routing task, budget 120, seed 7, 2 in flight; in-process "
+           "task model, so this is the search's own cost):", "", "| | wall (s) | rollouts | task + reflection calls "
+           "| proposals |", "|---|---|---|---|---|"]
+    for k in ("local", "ray"):
+        md.append(f"| {k} | {op[k]['wall_s']:.1f} | {op[k]['rollouts']} | {op[k]['calls']['task']} + "
+                  f"{op[k]['calls']['reflection']} | {op[k]['proposals']} |")
+    md += ["", f"Same best program on both: {op['local']['best_hash'] == op['ray']['best_hash']}."]
     stem.with_suffix(".md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 
