@@ -89,17 +89,27 @@ def test_maestro_compare_on_an_existing_cluster_matches_the_local_pool(rex, tmp_
     address = ray.get_runtime_context().gcs_address
     base = [sys.executable, "-m", "triforge.cli.app", "maestro", "compare", "--optimizers", "maestro,mipro",
             "--bench", "hotpotqa", "--model", "fake-model", "--budget", "24", "--limits", "6,4,2", "--jobs", "2",
-            "--max-calls", "400", "--cache", "off"]
+            "--max-calls", "400"]
+    ray_args = ["--executor", "ray", "--ray-address", address, "--cache", "rw"]
     with FakeOpenAIServer(_cli_reply) as srv:
-        for where, extra in (("local", []), ("ray", ["--executor", "ray", "--ray-address", address])):
+        for where, extra in (("local", ["--cache", "rw"]), ("ray", ray_args)):
             done = subprocess.run([*base, "--base-url", srv.base_url, "--out", str(tmp_path / where), *extra],
                                   capture_output=True, text=True, timeout=300)
             assert done.returncode == 0, done.stderr[-2000:]
+        sent = len(srv.requests)
+        log = (tmp_path / "ray" / "maestro" / "proposals.jsonl").read_bytes()
+        rows = {w: json.loads((tmp_path / w / "compare.json").read_text()) for w in ("local", "ray")}
+        again = subprocess.run([*base, "--base-url", srv.base_url, "--out", str(tmp_path / "ray"), *ray_args],
+                               capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr[-2000:]
+        # the re-run replays every call from the run's cache, the workers' through the ledger actor
+        assert len(srv.requests) == sent and (tmp_path / "ray" / "maestro" / "proposals.jsonl").read_bytes() == log
+        replayed = json.loads((tmp_path / "ray" / "compare.json").read_text())
+        assert [r["spent"]["sent"] for r in replayed] == [0, 0]
         bad = subprocess.run([sys.executable, "-m", "triforge.cli.app", "maestro", "optimize", "--bench", "hotpotqa",
                               "--budget", "24", "--out", str(tmp_path / "bad"), "--ray-address", address],
                              capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--ray-address needs --executor ray" in bad.stderr and "Traceback" not in bad.stderr
-    rows = {w: json.loads((tmp_path / w / "compare.json").read_text()) for w in ("local", "ray")}
     assert [_untimed(r) for r in rows["ray"]] == [_untimed(r) for r in rows["local"]]
     assert all(r["spent"]["calls"]["reflection"] > 0 and r["spent"]["calls"]["task"] > 0 for r in rows["local"])
     for name in ("maestro", "mipro"):
