@@ -23,6 +23,7 @@ import psutil
 
 from triforge.astra import worker_wire
 from triforge.astra.compile import CONFINED_ENV
+from triforge.core import isolation
 from triforge.core.isolation import CONFINEMENT_FAILED, IsolationPolicy, IsolationUnavailable, refusal
 from triforge.core.proc import ProcLimits
 from triforge.core.sandbox_run import IsolatedProcess, scrubbed_env, verified
@@ -103,7 +104,11 @@ def require_isolation(policy: IsolationPolicy | None = None) -> str:
     """What a worker's confinement holds here, read back from /proc; raises `IsolationUnavailable` (before
     any candidate, and before any model call when asked first) where it cannot hold and was not turned off."""
     policy = policy or IsolationPolicy.from_env()
-    return verified(policy).confinement() if policy.enabled else "NOT isolated (turned off)"
+    if not policy.enabled:
+        return "NOT isolated (turned off)"
+    if not (mech := isolation.mechanism()).available:  # asked each time: `verified` keeps what held when first probed
+        raise refusal(mech.why_not)
+    return verified(policy).confinement()
 
 
 class Worker:
