@@ -307,3 +307,47 @@ def test_single_agent_repairs_with_its_own_model(tmp_path):
                     tmp_path).run()
     assert out.best_id == "r1-k0-fix1"
     ms["single"].assert_done()
+
+
+def _isolation_events(run: Path) -> list[dict]:
+    spans = [json.loads(line) for line in (run / "trace.jsonl").read_text().splitlines() if line.strip()]
+    return [s for s in spans if s.get("kind") == "isolation"]
+
+
+def test_the_trace_records_what_confined_the_candidates(tmp_path):
+    class ConfinedLab(FakeLab):
+        isolation = "user+net+pid+mount namespaces, seccomp"
+
+    Optimizer(settings(), models([call("submit_kernel", code=kernel("correct x1.2"))]), ConfinedLab(),
+              tmp_path / "here").run()
+    (ev,) = _isolation_events(tmp_path / "here")
+    assert ev["attributes"]["triforge.isolation.held"] == ConfinedLab.isolation
+    from triforge.core.trace_view import isolation_held
+
+    assert isolation_held(tmp_path / "here") == [ConfinedLab.isolation]
+    # deferred: the record says where the candidates go and that each result names what held there
+    Optimizer(settings(), models([]), Deferred(), tmp_path / "later").run()
+    (ev,) = _isolation_events(tmp_path / "later")
+    assert ev["attributes"]["triforge.isolation.held"].startswith("deferred")
+
+
+def test_each_result_names_the_confinement_it_ran_under(tmp_path):
+    from triforge.astra.agents.evaluator import EvalJob, run_job
+    from triforge.core.isolation import IsolationPolicy
+
+    class Worker:
+        policy = IsolationPolicy(enabled=False)
+        visible_devices = "3"
+
+    def fake_check(*a, **k):
+        raise RuntimeError("no GPU here")
+
+    import triforge.astra.lab as lab
+
+    orig, lab.check = lab.check, fake_check
+    try:
+        res = run_job(EvalJob("x", "silu_and_mul", BASE), Worker(), tmp_path)
+    finally:
+        lab.check = orig
+    assert res["verdict"] == "crash" and res["gpu"] == "3"
+    assert res["isolation"] == "NOT isolated (turned off)"

@@ -88,7 +88,16 @@ def run_job(job: EvalJob, worker: Any, run_dir: Path, timeout: float = 900) -> d
     also names the GPU (`gpu`, as CUDA_VISIBLE_DEVICES names it) and the host that evaluated the job."""
     res = _run_job(job, worker, run_dir, timeout)
     res["gpu"], res["host"] = gpu_of(worker), socket.gethostname()
+    res["isolation"] = confinement_of(worker)
     return res
+
+
+def confinement_of(worker: Any) -> str:
+    """What confined the worker's candidate code where it ran (read back from /proc, cached per policy)."""
+    try:
+        return require_isolation(getattr(worker, "policy", None))
+    except IsolationUnavailable as exc:  # a worker that ran anything was confined; say what the probe says now
+        return f"unknown: {str(exc)[:200]}"
 
 
 def _run_job(job: EvalJob, worker: Any, run_dir: Path, timeout: float) -> dict[str, Any]:

@@ -55,6 +55,7 @@ class ExecutorPool:
             raise UserError(f"candidates need a GPU each and the {executor.name} executor has none; "
                             "add a GPU node to the cluster or run where a GPU is visible")
         self.executor = executor
+        self.isolation = f"on the {executor.name} executor's workers (each result.json records what held there)"
         self.width = max(1, width or slots)
         self.workers = [None] * self.width  # how many jobs `evaluate_waiting` hands over per batch
         self.timeout = timeout

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from triforge.astra.agents.acceptance import decide
-from triforge.astra.agents.evaluator import EvalJob, EvaluationPending, Evaluator, read_result, write_job
+from triforge.astra.agents.evaluator import (
+    Deferred,
+    EvalJob,
+    EvaluationPending,
+    Evaluator,
+    read_result,
+    write_job,
+)
 from triforge.astra.agents.final import final_check
 from triforge.astra.agents.ledger import Ledger, LedgerLimits
 from triforge.astra.agents.report import write_reports
@@ -25,6 +32,8 @@ from triforge.astra.lab import CheckResult, geomean
 from triforge.astra.task import get_task
 from triforge.core import context
 from triforge.core.errors import BudgetExceeded, UserError
+from triforge.core.isolation import IsolationPolicy
+from triforge.core.isolation_record import trace_isolation
 from triforge.core.llm import LLM
 from triforge.core.rundir import write_json_atomic
 from triforge.core.trace import Tracer
@@ -140,7 +149,9 @@ class Optimizer:
     # --- the loop --------------------------------------------------------------------------------------
     def run(self, rounds: int | None = None) -> Outcome:
         rounds = self.s.rounds if rounds is None else rounds
-        with context.use(budget=self.ledger.budget, tracer=Tracer(self.run_dir)):
+        tracer = Tracer(self.run_dir)
+        trace_isolation(tracer, self._isolation())
+        with context.use(budget=self.ledger.budget, tracer=tracer):
             try:
                 return self._run(rounds)
             except EvaluationPending as p:
@@ -148,6 +159,16 @@ class Optimizer:
             finally:
                 self.state.data["spend"] = self.ledger.spent()
                 self.state.save()
+
+    def _isolation(self) -> dict[str, Any]:
+        """The run's isolation record: what confines candidates where this loop evaluates them, or where
+        they go instead (deferred: each result.json says what held where it was evaluated)."""
+        policy = IsolationPolicy.from_env()
+        held = getattr(self.evaluator, "isolation", None)
+        if held is None:
+            held = ("deferred: candidates run under `triforge astra evaluate` (each result.json records what held)"
+                    if isinstance(self.evaluator, Deferred) else "not recorded by this evaluator")
+        return {**policy.record(), "held": held}
 
     def _run(self, rounds: int) -> Outcome:
         self.evaluate_batch([(self.job(START, self.s.start_source, [], profile=self.s.profile),
