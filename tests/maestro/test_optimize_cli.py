@@ -57,6 +57,11 @@ def test_optimize_writes_the_run_directory_and_resumes_by_replay(tmp_path):
         r = triforge(*_args(srv, out), cwd=tmp_path)
         assert r.returncode == 0, r.stderr
         assert "rollouts" in r.stdout and "maestro: test" in r.stdout
+        # the final test evaluation (seed and best on the test split) is not silent without a terminal
+        n_test = json.loads((out / "results.json").read_text())["summary"]["n_test"]
+        final = [x for x in r.stderr.splitlines() if "maestro final test" in x]
+        assert any("seed program" in x for x in final) and any("best program" in x for x in final), r.stderr
+        assert any(f"rollout {2 * n_test} of {2 * n_test}" in x for x in final), r.stderr
         n = len(srv.requests)
         log = (out / "proposals.jsonl").read_bytes()
         summary = json.loads((out / "results.json").read_text())["summary"]

@@ -82,6 +82,28 @@ def _progress(budget: int) -> Any:
     return show
 
 
+class _FinalTest:
+    """Progress of the final test evaluation (seed and best program on the test split): minutes with a slow
+    model, and silent before this."""
+
+    def __init__(self, n_test: int) -> None:
+        self.total, self.progress = 2 * n_test, None
+
+    def __call__(self, which: str, result: Any) -> None:
+        from triforge.core.progress import Progress
+
+        if self.progress is None:
+            self.progress = Progress("maestro final test", total=self.total, unit="rollout").start()
+        if result is None:
+            self.progress.set(phase=f"{which} program")
+        else:
+            self.progress.advance(last=f"{result.example_id} score {result.score:.2f}")
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.close()
+
+
 def _run_one(optimizer: str, task: Any, model: str | None, base_url: str | None, api_key_env: str | None,
              reflection_model: str | None, settings: Any, out: Path, cache: str, jobs: int) -> dict[str, Any]:
     from triforge.cli.maestro import ModelPool
@@ -99,11 +121,13 @@ def _run_one(optimizer: str, task: Any, model: str | None, base_url: str | None,
     rc = ResponseCache(out / "cache.sqlite", cache) if cache != "off" else None
     described = {"task": [pool.default.alias, pool.default.config.model, pool.default.config.base_url],
                  "reflection": [reflection.alias, reflection.config.model, reflection.config.base_url]}
+    final = _FinalTest(len(task.test))
     try:
         with context.use(cache=rc, limits=context.EndpointLimits()):
             return optimize(optimizer, task, pool, reflection, settings, out, describe_models=described, jobs=jobs,
-                            progress=_progress(settings.budget))
+                            progress=_progress(settings.budget), on_test=final)
     finally:
+        final.close()
         if rc is not None:
             rc.close()
         pool.close()

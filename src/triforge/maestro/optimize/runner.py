@@ -22,7 +22,7 @@ from triforge.core.executor import current as current_executor
 from triforge.core.llm import LLM
 from triforge.core.rundir import RunDir, write_json_atomic
 from triforge.maestro.benchmarks.base import Example
-from triforge.maestro.evaluate import Metric
+from triforge.maestro.evaluate import ExampleResult, Metric
 from triforge.maestro.executor import Models, Retriever
 from triforge.maestro.optimize.ledger import Ledger, LedgerLLM
 from triforge.maestro.optimize.proposals import Proposal, RunLog
@@ -53,6 +53,31 @@ class Task:
 
 def _ids_hash(examples: list[Example]) -> str:
     return hashlib.sha256("\n".join(e.id for e in examples).encode()).hexdigest()[:16]
+
+
+def _final_test(rollouts: Rollouts, program: Program, examples: list[Example], which: str,
+                on_test: Callable[[str, ExampleResult | None], None] | None) -> list[ExampleResult]:
+    """One program on the test split, telling `on_test` of each result as it comes."""
+    if not examples:
+        return []
+    if on_test is None:
+        return rollouts.run(program, examples, "test")
+    on_test(which, None)
+    before, told = rollouts.on_result, set()
+
+    def tell(r: ExampleResult) -> None:
+        told.add(r.example_id)
+        on_test(which, r)
+
+    rollouts.on_result = tell
+    try:
+        results = rollouts.run(program, examples, "test")
+    finally:
+        rollouts.on_result = before
+    for r in results:  # known already (the best program is the seed, or a resumed run): counted as done
+        if r.example_id not in told:
+            tell(r)
+    return results
 
 
 def fingerprint(optimizer: str, task: Task, settings: OptimizeSettings, models: dict[str, Any]) -> dict[str, Any]:
@@ -93,8 +118,10 @@ def run_search(optimizer: str, task: Task, rollouts: Rollouts, ledger: Ledger, r
 def optimize(optimizer: str, task: Task, models: Models, reflection: LLM, settings: OptimizeSettings,
              out: str | Path | None, *, describe_models: dict[str, Any] | None = None, jobs: int = 8,
              on_proposal: Callable[[Proposal, SearchState], None] | None = None,
-             progress: Callable[[Proposal, Ledger, float], None] | None = None) -> dict[str, Any]:
-    """Run one optimizer; `progress(proposal, ledger, best validation score)` is called for every logged proposal."""
+             progress: Callable[[Proposal, Ledger, float], None] | None = None,
+             on_test: Callable[[str, ExampleResult | None], None] | None = None) -> dict[str, Any]:
+    """Run one optimizer; `progress(proposal, ledger, best validation score)` is called for every logged proposal,
+    `on_test(which, result)` during the final test evaluation (`which`: seed or best; None when it starts)."""
     if optimizer not in OPTIMIZERS:
         raise UserError(f"unknown optimizer {optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
     try:
@@ -123,8 +150,8 @@ def optimize(optimizer: str, task: Task, models: Models, reflection: LLM, settin
         raise EndpointDown(f"{e}; re-run the same command to resume from the response cache") from e
     search_calls = ledger.spent().total_calls
     ledger.uncap()  # the final test evaluation is outside the search's caps, and counted apart
-    test_seed = rollouts.run(task.program, task.test, "test") if task.test else []
-    test_best = rollouts.run(outcome.best, task.test, "test") if task.test else []
+    test_seed = _final_test(rollouts, task.program, task.test, "seed", on_test)
+    test_best = _final_test(rollouts, outcome.best, task.test, "best", on_test)
     spent = ledger.spent()
     summary: dict[str, Any] = {
         "optimizer": optimizer, "optimizer_label": LABELS[optimizer], "bench": task.bench,
