@@ -1,7 +1,7 @@
 """maestro, config-only and GEPA with the real local model on a fixed IFBench split (issue 21's measurement).
 
-NOT RUN YET: it takes hours of model time (the seed program took about 40 s per example on 2 cores).
-Run it in the background at low priority, after `triforge local install`:
+Measured 2026-12-05 (benchmarks/results/local-model-maestro-2026-12-05.md): about an hour per optimizer on
+2 shared cores. Run it in the background at low priority, after `triforge local install`:
 
     nice -n 19 .venv/bin/python benchmarks/local_model/maestro_local.py [--budget 100] [--out runs/local-maestro]
 
@@ -48,11 +48,13 @@ def split_ids() -> dict[str, list[str]]:
 
 
 def table(out: Path, budget: int) -> None:
-    rows = []
+    rows, tests = [], {}
     for opt in OPTIMIZERS:
         p = out / opt / "results.json"
         if p.is_file():
-            rows.append(json.loads(p.read_text())["summary"])
+            res = json.loads(p.read_text())
+            rows.append(res["summary"])
+            tests[opt] = res.get("test") or {}
     model = installed_model()
     day = date.today().isoformat()
     payload = {"date": day, "machine": machine(), "model_file": model.name if model else None,
@@ -66,8 +68,33 @@ def table(out: Path, budget: int) -> None:
           f"- model: `{payload['model_file']}`, SHA-256 `{payload['model_sha256']}` (task and reflection model)",
           f"- split: the first {LIMITS} (train, val, test) examples of the seeded splits; ids in the JSON file",
           f"- budget: {budget} rollouts (train + val) per optimizer; small-model evidence only",
-          f"- optimizers finished: {len(rows)} of {len(OPTIMIZERS)}", "", compare_table(rows) if rows else "(none yet)"]
+          f"- optimizers finished: {len(rows)} of {len(OPTIMIZERS)}", "", (compare_table(rows) if rows else "(none yet)").rstrip("\n"),
+          *noise_lines(tests)]
     (RESULTS / f"local-model-maestro-{day}.md").write_text("\n".join(md) + "\n")
+
+
+def noise_lines(tests: dict[str, dict[str, list[dict]]]) -> list[str]:
+    """How far test scores move by sampling alone: the seed program is scored once per optimizer on the same
+    test examples, so its spread across runs is the noise floor; and per optimizer, the examples the best
+    program won and lost against the seed (paired, same examples)."""
+    seeds = {o: {e["id"]: e["score"] for e in t["seed"]} for o, t in tests.items() if t.get("seed")}
+    if not seeds:
+        return []
+    lines = ["", "## Noise", ""]
+    if len(seeds) > 1:
+        ids = sorted(set.intersection(*(set(s) for s in seeds.values())), key=str)
+        flipped = [i for i in ids if len({s[i] for s in seeds.values()}) > 1]
+        totals = ", ".join(f"{o} {sum(s[i] for i in ids):g}" for o, s in seeds.items())
+        lines.append(f"- the unchanged seed program, scored once per run on the same {len(ids)} test examples: "
+                     f"{totals} (sum of scores); {len(flipped)} examples changed score between runs. "
+                     "Differences between rows smaller than this are sampling noise.")
+    for o, t in tests.items():
+        if t.get("seed") and t.get("best"):
+            best = {e["id"]: e["score"] for e in t["best"]}
+            won = sum(1 for i, v in seeds[o].items() if best.get(i, v) > v)
+            lost = sum(1 for i, v in seeds[o].items() if best.get(i, v) < v)
+            lines.append(f"- {o}: best against seed on the same test examples: {won} better, {lost} worse")
+    return lines
 
 
 def main() -> None:
