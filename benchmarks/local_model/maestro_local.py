@@ -69,7 +69,7 @@ def table(out: Path, budget: int) -> None:
           f"- split: the first {LIMITS} (train, val, test) examples of the seeded splits; ids in the JSON file",
           f"- budget: {budget} rollouts (train + val) per optimizer; small-model evidence only",
           f"- optimizers finished: {len(rows)} of {len(OPTIMIZERS)}", "", (compare_table(rows) if rows else "(none yet)").rstrip("\n"),
-          *noise_lines(tests)]
+          *noise_lines(tests), *proposal_lines(out)]
     (RESULTS / f"local-model-maestro-{day}.md").write_text("\n".join(md) + "\n")
 
 
@@ -95,6 +95,37 @@ def noise_lines(tests: dict[str, dict[str, list[dict]]]) -> list[str]:
             lost = sum(1 for i, v in seeds[o].items() if best.get(i, v) < v)
             lines.append(f"- {o}: best against seed on the same test examples: {won} better, {lost} worse")
     return lines
+
+
+def _reason(verdict: str) -> str:
+    if verdict.startswith("rejected: minibatch"):
+        return "rejected: not better than its parent on the minibatch"
+    if verdict.startswith("rejected: invalid edit:"):
+        return "rejected before any rollout: invalid graph edit"
+    return verdict
+
+
+def proposal_lines(out: Path) -> list[str]:
+    """What each search proposed and why it was kept or not, from its proposal log."""
+    lines = ["", "## Proposals, from each run's proposals.jsonl", ""]
+    for opt in OPTIMIZERS:
+        log = out / opt / "proposals.jsonl"
+        if not log.is_file():
+            continue
+        props = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        counts: dict[str, int] = {}
+        for prop in props:
+            key = _reason(str(prop.get("verdict", "")))
+            counts[key] = counts.get(key, 0) + 1
+        lines.append(f"- {opt}: {len(props)} entries: " + "; ".join(f"{n} {k}" for k, n in counts.items()))
+        for prop in props:
+            if prop.get("verdict") == "accepted":
+                new = [ln[1:].strip() for ln in str(prop.get("diff", "")).splitlines()
+                       if ln.startswith("+") and not ln.startswith("+++")]
+                lines.append(f"  - accepted #{prop.get('index')} ({prop.get('step')} {prop.get('move')} of "
+                             f"{prop.get('module')}): minibatch {prop.get('parent_scores')} -> "
+                             f"{prop.get('child_scores')}, val {prop.get('val_score')}: {' '.join(new)[:300]}")
+    return lines if len(lines) > 3 else []
 
 
 def main() -> None:
