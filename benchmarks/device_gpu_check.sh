@@ -7,9 +7,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/wl .wh
 export PYTHONPATH=$PWD/src:/tmp/wl PYTHONUNBUFFERED=1
 nvidia-smi -L | tee "$OUT/gpu.txt"
 python3 -c "import torch,platform;print('torch',torch.__version__,'python',platform.python_version())" | tee -a "$OUT/gpu.txt"
-python3 -m triforge.cli.app doctor > "$OUT/doctor.txt" 2>&1; echo "doctor rc=$?" >> "$OUT/doctor.txt"; tail -25 "$OUT/doctor.txt"
+python3 benchmarks/device_cuda_confined_probe.py --out "$OUT/cuda-confined-probe.json"
 t0=$(date +%s)
-timeout ${TESTS_S:-330} python3 -m pytest -q -p no:cacheprovider -m gpu tests/astra ${TESTS_EXTRA:-} > "$OUT/gpu-tests.log" 2>&1
+timeout ${TESTS_S:-330} python3 -m pytest -v -rf -p no:cacheprovider -m gpu tests/astra ${TESTS_EXTRA:-} > "$OUT/gpu-tests.log" 2>&1
 echo "gpu tests rc=$? in $(( $(date +%s)-t0 )) s"; tail -30 "$OUT/gpu-tests.log"
 if [ -z "${SKIP_BENCH:-}" ]; then
   timeout 120 python3 benchmarks/astra_isolation.py --out "$OUT/astra-isolation.json" > "$OUT/astra-isolation.log" 2>&1

@@ -135,3 +135,58 @@ def test_the_launcher_never_mounts_in_the_namespace_it_was_started_in(tmp_path):
                            str(tmp_path / "spec.json")], capture_output=True, text=True, timeout=60)
     assert done.returncode == isolation.CONFINEMENT_FAILED, done.stderr
     assert "not in a private mount namespace" in done.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.isdir("/proc/driver"), reason="mounts a tmpfs inside /proc: root")
+def test_mounts_inside_the_hosts_proc_stay_on_the_new_proc(tmp_path):
+    """A container's view of /proc/driver/nvidia (the NVIDIA toolkit mounts one) must survive the sandbox's own
+    /proc, or CUDA cannot start there; the new /proc still shows only the sandbox's processes."""
+    import subprocess
+
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    script = f"""
+import subprocess, sys
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tfmark", "/proc/driver"], check=True)
+open("/proc/driver/marker", "w").write("kept by the container")
+sys.path.insert(0, {src!r})
+from triforge.core.sandbox_run import run_isolated
+r = run_isolated(["sh", "-c", "cat /proc/driver/marker; echo; ls /proc | grep -c '^[0-9]'"], workdir={str(tmp_path)!r},
+                 timeout=30)
+print(r.result.returncode, repr(r.result.stdout), r.result.stderr[-300:])
+"""
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable, "-c", script],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-500:]
+    rc, out = done.stdout.split(" ", 1)[0], done.stdout.split(" ", 1)[1]
+    assert rc == "0" and "kept by the container" in out, done.stdout
+    n_procs = int(out.split("\\n")[1])
+    assert n_procs < 10, f"the sandbox's /proc shows {n_procs} processes: not its own PID namespace"
+
+
+def test_own_proc_is_writable_but_the_kernels_knobs_are_not(tmp_path):
+    """CUDA names its threads through /proc/self/task/<tid>/comm and fails to start (error 304) on a read-only
+    /proc; the sandbox's own /proc must allow that, while /proc/sys and the like stay read-only."""
+    run = _py(tmp_path, """
+import ctypes, os, threading, time
+libc = ctypes.CDLL(None)
+t = threading.Thread(target=time.sleep, args=(1,)); t.start()
+print("setname", libc.pthread_setname_np(ctypes.c_ulong(t.ident), b"cuda-EvtHandlr"))
+print("named", open(f"/proc/self/task/{t.native_id}/comm").read().strip())
+t.join()
+for line in open("/proc/self/mountinfo"):
+    f = line.split()
+    if f[4] in ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq"):
+        print("mount", f[4], f[5].split(",")[0])
+for path in ("/proc/sys/kernel/hostname", "/proc/sys/vm/drop_caches"):
+    try:
+        open(path, "w").write("x")
+        print("wrote", path)
+    except OSError as exc:
+        print("refused", path, exc.errno)
+""")
+    out = run.result.stdout
+    assert "setname 0" in out and "named cuda-EvtHandlr" in out, out + run.result.stderr
+    assert "wrote" not in out, out
+    assert all(line.endswith(" ro") for line in out.splitlines() if line.startswith("mount")), out
+    if os.path.exists("/proc/sys"):
+        assert "mount /proc/sys ro" in out, out

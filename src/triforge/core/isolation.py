@@ -162,12 +162,15 @@ def plan(policy: IsolationPolicy, spec_path: Path, *, writable: list[str], one_s
                                 "drop_capabilities": False}, Mechanism("none", why_not="turned off"))
     if not mech.available:
         raise refusal(mech.why_not)
-    prefix = [a for a in mech.unshare if not (policy.network and a == "--net")]
+    # the launcher mounts the new /proc itself, keeping what the host mounted inside its own (see
+    # `_mount_proc` there); the probe above ran with --mount-proc, so mounting a /proc works here
+    prefix = [{"--mount-proc": "--mount"}.get(a, a) for a in mech.unshare if not (policy.network and a == "--net")]
     spec = {
         "host_mount_namespace": os.readlink("/proc/self/ns/mnt"),  # the launcher refuses to mount in it
         "strict": True,
         "reaper": True,
         "loopback_up": not policy.network,
+        "mount_proc": "--mount-proc" in mech.unshare,
         "filesystem": filesystem_spec(policy, writable),
         "drop_capabilities": True,
         "seccomp_bpf": (seccomp_filter().bpf or b"").hex() or None,  # None where libseccomp is missing

@@ -17,6 +17,7 @@ import sys
 if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
     del sys.path[0]
 
+import re  # noqa: E402
 import resource  # noqa: E402
 import signal  # noqa: E402
 
@@ -111,6 +112,62 @@ def _confine_filesystem(fs: dict) -> None:
     # only these exact mounts become writable again: what is bound below them stays read-only
     for path in [c for c, mode in cover.items() if mode == "rw"] + [p for p, rw in bound if rw]:
         setattr_(path, 0, attr_rdonly, False)
+
+
+def _proc_submounts() -> list[str]:
+    """Mount points inside the host's /proc, as this mount namespace's copy of the host's table lists them."""
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
+            if point.startswith("/proc/"):
+                points.append(point)
+    return points
+
+
+def _mount_proc() -> None:
+    """A /proc of the new PID namespace, with what the host had mounted inside its /proc bound back on top.
+
+    Those are a container's masks (over /proc/kcore and the like) and the NVIDIA container toolkit's
+    view of /proc/driver/nvidia, which lists only the container's GPUs and tells the driver not to
+    create device files: on a fresh /proc without it CUDA does not start (error 304, "OS call failed").
+    `unshare --mount-proc` would lose them; the kept paths are opened before the new /proc covers them.
+    """
+    mount, _ = _mount_api()
+    ms_nosuid, ms_nodev, ms_noexec, ms_bind, ms_rec = 2, 4, 8, 4096, 16384
+    tops: list[str] = []
+    for point in sorted(_proc_submounts(), key=lambda p: p.count("/")):  # parents first; MS_REC brings children
+        if not any(_under(point, t) for t in tops):
+            tops.append(point)
+    fds = {}
+    for point in tops:
+        try:
+            fds[point] = os.open(point, os.O_PATH | os.O_CLOEXEC)
+        except OSError:  # a host process's /proc/<pid>/... that is gone: nothing to keep
+            continue
+    mount("proc", "/proc", "proc", ms_nosuid | ms_nodev | ms_noexec, None)
+    for point, fd in fds.items():
+        if os.path.lexists(point):  # the host's per-process paths do not exist in the new namespace
+            mount(f"/proc/self/fd/{fd}", point, None, ms_bind | ms_rec, None)
+        os.close(fd)
+
+
+# the kernel's knobs under /proc: uid 0 may write most of them with no capability at all (sysctls,
+# sysrq, IRQ affinity), so they stay read-only where the rest of the sandbox's own /proc is writable
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs", "/proc/driver",
+                  "/proc/acpi", "/proc/scsi", "/proc/tty", "/proc/asound", "/proc/pressure", "/proc/sysvipc")
+
+
+def _proc_writable() -> None:
+    """The new /proc writable again (its per-process files: CUDA names its threads through
+    /proc/self/task/<tid>/comm and does not start when it cannot), but for PROC_READ_ONLY."""
+    mount, setattr_ = _mount_api()
+    ms_bind, ms_rec, attr_rdonly = 4096, 16384, 0x1
+    setattr_("/proc", 0, attr_rdonly, False)  # this mount only: what is mounted inside stays read-only
+    for path in PROC_READ_ONLY:
+        if os.path.lexists(path):
+            mount(path, path, None, ms_bind | ms_rec, None)
+            setattr_(path, attr_rdonly, 0, True)
 
 
 def _drop_capabilities() -> None:
@@ -229,17 +286,27 @@ def main() -> None:
         spec = json.load(f)
     strict = bool(spec.get("strict"))
     _join_cgroups(spec.get("cgroups", []))
+    private_mounts = bool(spec.get("host_mount_namespace")) and (
+        os.readlink("/proc/self/ns/mnt") != spec.get("host_mount_namespace"))
+    if spec.get("mount_proc"):
+        if not private_mounts:
+            print("sandbox launcher: /proc not mounted: not in a private mount namespace", file=sys.stderr)
+            sys.stderr.flush()
+            os._exit(125)
+        _step(strict, "/proc of the PID namespace not mounted", _mount_proc)
     if spec.get("loopback_up"):
         _step(False, "could not bring loopback up", _loopback_up)  # no loopback: still no network
     _set_rlimits(spec.get("rlimits", {}))
     if spec.get("filesystem") is not None:
         # Mounting over /tmp and the home is only ever done in a mount namespace of our own: started
         # any other way (without unshare, by hand), the launcher must not touch the host's mounts.
-        if os.readlink("/proc/self/ns/mnt") == spec.get("host_mount_namespace") or not spec.get("host_mount_namespace"):
+        if not private_mounts:
             print("sandbox launcher: filesystem not confined: not in a private mount namespace", file=sys.stderr)
             sys.stderr.flush()
             os._exit(125)
         _step(strict, "filesystem not confined", _confine_filesystem, spec["filesystem"])
+        if spec.get("mount_proc"):
+            _step(strict, "/proc not confined", _proc_writable)
     if spec.get("drop_capabilities"):
         _step(strict, "capabilities not dropped", _drop_capabilities)
     if spec.get("seccomp_bpf"):  # a second layer: its absence is reported by the host, not fatal
