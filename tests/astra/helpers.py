@@ -22,6 +22,15 @@ def hang() -> dict:
     return {}
 
 
+def spin_past_the_compile_bound(seconds: int = 1) -> dict:
+    """What a compile bomb does to the worker, without NVRTC: CPU time past `compile.cpu_bound`."""
+    from triforge.astra.compile import cpu_bound
+
+    with cpu_bound(seconds):
+        while True:
+            pass
+
+
 def boom() -> dict:
     raise ValueError("planted failure")
 

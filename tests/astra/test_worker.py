@@ -64,3 +64,22 @@ def test_hang_hits_the_watchdog(worker):
     res = worker.call(_job("hang"), timeout=3)
     assert res["verdict"] == "crash" and "watchdog" in res["reasons"][0]
     assert worker.call(_job("ok"))["verdict"] == "correct"
+
+
+def test_a_compile_past_its_cpu_bound_ends_the_worker_with_that_reason_and_the_next_job_runs(worker):
+    """NVRTC holds the thread, so the bound is the kernel's (RLIMIT_CPU, SIGXCPU): here a spin stands in
+    for a compile bomb, which took 190 s of a loaded 2-core machine before this bound existed."""
+    res = worker.call({"kind": "spin_past_the_compile_bound", "kwargs": {"seconds": 1}}, timeout=30)
+    assert res["verdict"] == "crash" and "CPU time" in res["reasons"][0] and "compile bomb" in res["reasons"][0], res
+    assert worker.call(_job("ok"))["verdict"] == "correct"
+
+
+def test_the_compile_cpu_bound_is_lifted_after_the_compile():
+    import resource
+
+    from triforge.astra.compile import cpu_bound
+
+    before = resource.getrlimit(resource.RLIMIT_CPU)
+    with cpu_bound(5):
+        assert resource.getrlimit(resource.RLIMIT_CPU)[0] != before[0]
+    assert resource.getrlimit(resource.RLIMIT_CPU) == before

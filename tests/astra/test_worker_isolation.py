@@ -183,6 +183,26 @@ def test_a_compile_bomb_outside_the_worker_ends_in_its_own_bounded_process(monke
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 256 << 10  # KiB: not in this process
 
 
+@pytest.mark.parametrize("spelling", [
+    "__device__ int big[1 << 22] = {1};",
+    "__device__ __constant__ char pad[1 << 16] = {1};\n__device__ float big[4 << 20] = {0.5f};",
+    "#define N (5 << 21)\nstatic __device__ short big[N] = {7, 7};",
+])
+def test_a_kernel_with_megabytes_of_static_data_is_a_compile_error_not_a_cubin(spelling):
+    """The 1 << 28 bomb compiled to a GiB-sized cubin in 8 GiB and 190 s before the CPU bound ended it;
+    smaller ones compile fast and are refused on their output's size, with the reason."""
+    nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
+    try:
+        nvrtc.nvrtcVersion()
+    except Exception as exc:  # noqa: BLE001 - the bindings are there but not the library (this user's Python)
+        pytest.skip(f"NVRTC cannot be loaded here: {type(exc).__name__}")
+    source = spelling + '\nextern "C" __global__ void k(int* o) { o[0] = (int)big[threadIdx.x]; }\n'
+    res = comp.nvrtc_compile(source, [], use_cache=False)
+    assert not res.ok and f"over the lab's {comp.MAX_CUBIN_BYTES >> 20} MiB bound" in res.log, res.log
+    small = '__device__ int table[256] = {1, 2, 3};\nextern "C" __global__ void k(int* o) { o[0] = table[threadIdx.x]; }\n'
+    assert comp.nvrtc_compile(small, [], use_cache=False).ok  # an honest lookup table still compiles
+
+
 def test_refused_where_nothing_isolates_unless_turned_off(monkeypatch):
     monkeypatch.setattr(isolation, "mechanism", lambda: isolation.Mechanism("none", why_not="test: disabled"))
     w = Worker(timeout=60, handler=HANDLER)

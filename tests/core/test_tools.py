@@ -273,3 +273,28 @@ def test_the_adapter_shapes_requests_and_messages_per_protocol():
     assert text.observation(calls[0], "r")["content"] == '<tool_response name="search">\nr\n</tool_response>'
     reply = Completion(content='<tool_call>{"name": "finish", "arguments": {"answer": "a"}}</tool_call>\n```output\n1')
     assert text.read(reply) and "```output" not in reply.content and text.parse(reply)[0].arguments == {"answer": "a"}
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"name": "finish", "arguments": {"answer": "4", "extra": 1}}',
+        '{"name": "search", "arguments": {"additionalProperties": false, "properties": {}, "type": "object"}}',
+        '```json\n{"name": "search", "arguments": {"k": "many"}}\n```',
+    ],
+)
+def test_a_bare_call_with_bad_arguments_is_told_its_arguments_not_that_it_made_no_call(content, native):
+    """Seen from Qwen2.5-Coder-1.5B in astra's planning role: the reply was a bare call whose arguments were
+    the tool's schema, and the loop answered "no <tool_call> block" three times, so it never learned why."""
+    with pytest.raises(FormatError, match="not a valid one: bad arguments for tool") as err:
+        TOOLS.parse(Completion(content=content), native=native)
+    assert "no <tool_call> block" not in str(err.value) and "no tool call" not in str(err.value)
+
+
+def test_the_missing_block_message_names_every_tool_not_only_the_first():
+    """The example named the first tool only, and a planning agent whose job was `submit_plans` copied
+    `timings` from it."""
+    with pytest.raises(FormatError) as err:
+        TOOLS.parse(Completion(content="Here are my plans: 1. vectorize."), native=False)
+    assert "one of: search, finish" in str(err.value)

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import sys
 import tempfile
@@ -25,6 +26,8 @@ CONFINED_ENV = "TRIFORGE_ASTRA_WORKER"  # set in the worker's and the compile jo
 COMPILE_TIMEOUT = 300.0  # seconds for one compile outside the worker
 COMPILE_MEMORY_MB = 4096  # an honest candidate compiles in a few hundred MiB
 MAX_RESULT_BYTES = 64 << 20
+COMPILE_CPU_S = 30  # CPU seconds for one compile in a confined process; the lab's kernels take 1 to 3
+MAX_CUBIN_BYTES = 16 << 20  # an honest kernel's cubin is tens of KiB; an initializer bomb's is GiBs
 
 
 @dataclass
@@ -138,8 +141,28 @@ def nvrtc_compile(source: str, names: list[str], arch: str = "sm_90", fast_math:
     return res
 
 
+class cpu_bound:
+    """The process's CPU-time soft limit at `seconds` from now, for the span of one compile: past it the
+    kernel ends the process with SIGXCPU (NVRTC holds the thread, so no Python timer could stop it)."""
+
+    def __init__(self, seconds: int) -> None:
+        self.seconds = seconds
+
+    def __enter__(self) -> cpu_bound:
+        self.saved = resource.getrlimit(resource.RLIMIT_CPU)
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        soft = int(used.ru_utime + used.ru_stime) + 1 + self.seconds
+        hard = self.saved[1]
+        resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, self.saved)
+
+
 def compile_here(source: str, names: list[str], opts: list[str]) -> CompileResult:
-    """NVRTC in this process: only ever called in a confined one (the worker, `compile_job`)."""
+    """NVRTC in this process: only ever called in a confined one (the worker, `compile_job`), which a
+    compile past `COMPILE_CPU_S` ends (SIGXCPU); an output past `MAX_CUBIN_BYTES` is a compile error."""
     nvrtc = _nvrtc()
     t0 = time.perf_counter()
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"candidate.cu", 0, [], [])
@@ -148,7 +171,8 @@ def compile_here(source: str, names: list[str], opts: list[str]) -> CompileResul
         for n in names:
             _check(nvrtc.nvrtcAddNameExpression(prog, n.encode())[0], "nvrtcAddNameExpression")
         bopts = [o.encode() for o in opts]
-        (cerr,) = nvrtc.nvrtcCompileProgram(prog, len(bopts), bopts)
+        with cpu_bound(COMPILE_CPU_S):
+            (cerr,) = nvrtc.nvrtcCompileProgram(prog, len(bopts), bopts)
         err, size = nvrtc.nvrtcGetProgramLogSize(prog)
         buf = b" " * size
         nvrtc.nvrtcGetProgramLog(prog, buf)
@@ -157,11 +181,15 @@ def compile_here(source: str, names: list[str], opts: list[str]) -> CompileResul
             return CompileResult(False, log=log, options=opts, seconds=time.perf_counter() - t0)
         err, size = nvrtc.nvrtcGetCUBINSize(prog)
         _check(err, "nvrtcGetCUBINSize")
+        err, ptx_size = nvrtc.nvrtcGetPTXSize(prog)
+        _check(err, "nvrtcGetPTXSize")
+        if max(size, ptx_size) > MAX_CUBIN_BYTES:
+            why = (f"candidate.cu: error: the compiled kernel is {max(size, ptx_size) / 2**20:.1f} MiB, over the "
+                   f"lab's {MAX_CUBIN_BYTES >> 20} MiB bound (a kernel needs kilobytes: no large static data)")
+            return CompileResult(False, log=why, options=opts, seconds=time.perf_counter() - t0)
         cubin = b" " * size
         _check(nvrtc.nvrtcGetCUBIN(prog, cubin)[0], "nvrtcGetCUBIN")
-        err, size = nvrtc.nvrtcGetPTXSize(prog)
-        _check(err, "nvrtcGetPTXSize")
-        pbuf = b" " * size
+        pbuf = b" " * ptx_size
         _check(nvrtc.nvrtcGetPTX(prog, pbuf)[0], "nvrtcGetPTX")
         ptx = pbuf.decode(errors="replace").rstrip("\x00")
         lowered = {}
@@ -199,11 +227,24 @@ def compile_confined(source: str, names: list[str], opts: list[str], timeout: fl
                                  d_["seconds"], False, d_["ptx"])
     if run.timed_out:
         why = f"the compile took longer than {timeout:.0f} s and was stopped"
+    elif stopped_at_cpu_bound(run.returncode):
+        why = CPU_BOUND_REASON
     elif "out of memory" in run.stderr or "MemoryError" in run.stderr or "bad_alloc" in run.stderr:
         why = f"the compiler ran out of its {memory_mb} MiB memory bound"
     else:
         why = f"the compiler process failed (exit code {run.returncode})"
     return CompileResult(False, log=f"candidate.cu: error: {why}", options=opts, seconds=run.duration_s)
+
+
+CPU_BOUND_REASON = (f"the compile used more than its {COMPILE_CPU_S} s of CPU time and was stopped "
+                    "(a compile bomb: huge static data, runaway templates or unrolling)")
+
+
+def stopped_at_cpu_bound(returncode: int | None) -> bool:
+    """A process ended by SIGXCPU, seen directly (-24) or through a launcher or shell (128 + 24)."""
+    import signal
+
+    return returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

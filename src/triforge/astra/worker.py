@@ -22,7 +22,7 @@ from typing import Any
 import psutil
 
 from triforge.astra import worker_wire
-from triforge.astra.compile import CONFINED_ENV
+from triforge.astra.compile import CONFINED_ENV, CPU_BOUND_REASON, stopped_at_cpu_bound
 from triforge.core import isolation
 from triforge.core.isolation import CONFINEMENT_FAILED, IsolationPolicy, IsolationUnavailable, refusal
 from triforge.core.proc import ProcLimits
@@ -246,7 +246,10 @@ class Worker:
         except (EOFError, OSError, ValueError):
             code = self._exit_code()
             self.stop()
-            return {"verdict": "crash", "reasons": [f"worker died (exit code {code})"], "fatal": True}
+            why = f"worker died (exit code {code})"
+            if stopped_at_cpu_bound(code):
+                why += f": {CPU_BOUND_REASON}"
+            return {"verdict": "crash", "reasons": [why], "fatal": True}
         if msg.get("fatal"):
             self.stop()
         return msg

@@ -128,7 +128,8 @@ def _from_objects(tools: ToolSet, objs: list[Any], prefix: str) -> list[Call]:
 
 
 def recover_leaked(tools: ToolSet, content: str | None) -> list[Call] | None:
-    """Calls leaked into content, only if the whole content is calls to known tools."""
+    """Calls leaked into content, only if the whole content is calls to known tools. Such a reply whose
+    arguments do not fit the tool is a FormatError saying so (not "no tool call", which misleads)."""
     if not content or not content.strip():
         return None
     text = content.strip()
@@ -149,8 +150,8 @@ def recover_leaked(tools: ToolSet, content: str | None) -> list[Call] | None:
         return None
     try:
         return _from_objects(tools, objs, "leaked_")
-    except FormatError:
-        return None
+    except FormatError as e:
+        raise FormatError(f"your reply is a tool call, but not a valid one: {e}") from None
 
 
 def parse_calls(tools: ToolSet, comp: Completion, *, native: bool) -> list[Call]:
@@ -175,7 +176,8 @@ def parse_calls(tools: ToolSet, comp: Completion, *, native: bool) -> list[Call]
             )
         raise FormatError(
             "your reply had no <tool_call> block; end your reply with one, e.g.\n<tool_call>\n"
-            '{"name": "' + next(iter(tools.tools), "tool") + '", "arguments": {...}}\n</tool_call>'
+            '{"name": "TOOL_NAME", "arguments": {...}}\n</tool_call>\nwhere TOOL_NAME is one of: '
+            + ", ".join(tools.tools)
         )
     objs = []
     for i, b in enumerate(blocks):
