@@ -92,6 +92,7 @@ def test_a_kernel_not_matching_the_task_is_refused_before_any_model(tmp_path, ca
     (["--role-model", "judge=x"], "unknown role 'judge'"),
     (["--kernel", "/nonexistent.cu"], "not found"),
     (["--max-evaluations", "2"], "at least 3"),
+    (["--profile", "tiny"], "--profile must be default or small-model"),
 ])
 def test_bad_options(tmp_path, capsys, no_models, args, message):
     code, out = run_cli(["astra", "optimize", "--task", "silu_and_mul", "--out", str(tmp_path / "r"), "-m", "x", *args], capsys)

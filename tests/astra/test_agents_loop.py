@@ -351,3 +351,16 @@ def test_each_result_names_the_confinement_it_ran_under(tmp_path):
         lab.check = orig
     assert res["verdict"] == "crash" and res["gpu"] == "3"
     assert res["isolation"] == "NOT isolated (turned off)"
+
+
+@pytest.mark.parametrize("profile,best", [("small-model", "r1-k0"), ("default", "r0-start")])
+def test_the_small_model_profile_reads_a_planners_bare_arguments_and_the_default_does_not(tmp_path, profile, best):
+    """Seen from Qwen2.5-Coder-1.5B: the plans handed in as a ```json block without the call around them."""
+    bare = "My plans:\n```json\n" + json.dumps({"plans": [{**PLAN, "title": "vectorize"}]}) + "\n```"
+    ms = models([call("submit_kernel", code=kernel("correct x1.3"))] if profile == "small-model" else [],
+                planning=[bare] * (1 if profile == "small-model" else 3))
+    ms["planning"] = ScriptedLLM(ms["planning"].script, native_tools=False)
+    out = Optimizer(settings(candidates=1, model_profile=profile), ms, FakeLab(), tmp_path).run()
+    assert out.best_id == best
+    for m in ms.values():
+        m.assert_done()

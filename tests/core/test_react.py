@@ -389,3 +389,46 @@ def test_an_invented_output_block_is_cut_so_only_the_first_program_runs():
     # a server that ignores `stop`
     assert cut_invented_response(reply, ("<tool_response", OUTPUT_BLOCK)) == ("Let's compute.\n" + block, True)
     assert cut_invented_response(reply)[1] is False  # without the policy a ```output block is the model's text
+
+
+@tool
+def plus(a: int, b: int) -> int:
+    """Add, under another name.
+
+    Args:
+        a: first
+        b: second
+    """
+    return a + b
+
+
+SUBMIT_OK = '<tool_call>\n{"name": "submit", "arguments": {"answer": "ok"}}\n</tool_call>'
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_bare_arguments_are_read_as_the_one_tool_they_fit_only_when_asked(native):
+    """Qwen2.5-Coder-1.5B in astra's planning role handed in `{"plans": [...]}` without the call around it."""
+    replies = ['Plans:\n```json\n{"a": 2, "b": 5}\n```', '{"answer": "7"}']
+    llm = ScriptedLLM(list(replies), native_tools=native)
+    res = Agent(llm, [add, submit], AgentConfig(), policy=small(read_bare_arguments=True)).run("task")
+    assert res.submitted and res.output == "7" and res.summary()["bare_arguments"] == 2 and res.format_errors == 0
+    for policy in (None, small()):  # not without the aid, nor in the small-model policy's default
+        llm = ScriptedLLM([*replies, SUBMIT_OK.replace("ok", "7")], native_tools=native)
+        res = Agent(llm, [add, submit], AgentConfig(), policy=policy).run("task")
+        assert res.submitted and res.format_errors == 2
+
+
+@pytest.mark.parametrize("reply", [
+    '{"a": 2, "b": 5}',  # fits two tools (add, plus): no guess
+    '{"a": 2}',  # a required argument missing
+    '{"a": 2, "b": 5, "c": 1}',  # an argument no tool has
+    'I would call {"answer": "7"}',  # prose around unfenced JSON
+    '```json\n{"answer": "7"}\n```\n```json\n{"answer": "8"}\n```',  # two objects: which one?
+    '{"answer": ["not", "a", "string"]}',  # fits by name, not by type
+    '{"name": "submit", "arguments": {"answer": "7", "extra": 1}}',  # a call envelope, not bare arguments
+    '[]', '{}', '"7"',
+])
+def test_bare_arguments_that_fit_no_single_tool_stay_a_format_error(reply):
+    llm = ScriptedLLM([reply, SUBMIT_OK], native_tools=False)
+    res = Agent(llm, [add, plus, submit], AgentConfig(), policy=small(read_bare_arguments=True)).run("task")
+    assert res.submitted and res.output == "ok" and res.format_errors == 1 and res.summary()["bare_arguments"] == 0

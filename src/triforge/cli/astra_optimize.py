@@ -11,7 +11,15 @@ from typing import Any
 
 import typer
 
-from triforge.cli.common import BaseUrlOpt, ExecutorOpt, KeyEnvOpt, ModelOpt, RayAddressOpt, console
+from triforge.cli.common import (
+    BaseUrlOpt,
+    ExecutorOpt,
+    KeyEnvOpt,
+    ModelOpt,
+    ProfileOpt,
+    RayAddressOpt,
+    console,
+)
 from triforge.core.errors import UserError
 
 EXIT_WAITING = 3
@@ -130,6 +138,7 @@ def optimize(
     max_usd: float = typer.Option(None, "--max-usd", help="Hard limit in USD (from the alias's prices)."),
     max_evaluations: int = typer.Option(None, "--max-evaluations", help="Hard limit on GPU evaluations (final check included)."),
     max_steps: int = typer.Option(12, "--max-steps", help="Steps per agent run."),
+    profile: str = ProfileOpt,
     no_profile: bool = typer.Option(False, "--no-profile", help="Skip the ncu digest of correct candidates."),
     gpus: int = typer.Option(None, "--gpus", help="Workers for local evaluation (default: one per visible GPU)."),
     cache: str = typer.Option(None, "--cache", help="Response cache: off, rw or replay."),
@@ -141,6 +150,8 @@ def optimize(
 
     if max_evaluations is not None and max_evaluations < 3:
         raise UserError("--max-evaluations must be at least 3 (the start kernel and the final check take up to 3)")
+    if profile not in ("default", "small-model"):
+        raise UserError(f"--profile must be default or small-model, not {profile!r}")
     roles = [SINGLE] if single_agent else list(ROLES)
     rm = parse_role_models(role_model, single_agent)
     out.mkdir(parents=True, exist_ok=True)
@@ -154,7 +165,7 @@ def optimize(
     try:
         with open_models(roles, model, rm, base_url, api_key_env, cache) as (models, aliases):
             settings = OptimizeSettings(task_name, source, label, rounds, candidates, repairs, single_agent, rel,
-                                        not no_profile, aliases, max_steps)
+                                        not no_profile, aliases, max_steps, model_profile=profile)
             console.print(f"astra optimize [bold]{task_name}[/] from {label}: {rounds} round(s) x {candidates}, "
                           f"models {aliases}, run directory {out}")
             outcome = Optimizer(settings, models, evaluator, out, limits, on_event=lambda m: console.print(m, markup=False)).run()

@@ -11,7 +11,7 @@ from typing import Any
 
 from triforge.core.errors import FormatError
 from triforge.core.llm import Completion
-from triforge.core.tools import Call
+from triforge.core.tools import Call, ToolSet
 
 
 class LoopPolicy:
@@ -23,6 +23,8 @@ class LoopPolicy:
       stop strings, and the reply is cut there on the client too.
     * `choose(comp, ask)`: the reply to act on; `ask(temperature, offset)` asks the model again at
       `temperature` with sample index `AgentConfig.sample + offset` (offsets keep re-asks apart in the cache).
+    * `recover(comp, tools, error)`: calls read from a reply the protocol refused (`error`), or None: the
+      reply stays a format error.
     * `format_error(error, comp, limit)`: the message for a malformed reply, or None for the loop's own.
     * `before_calls(messages, calls)`: False when the policy answered the step itself instead of running
       the calls (it may then edit `messages`, but must never report a result that was not observed).
@@ -40,6 +42,9 @@ class LoopPolicy:
 
     def choose(self, comp: Completion, ask: Callable[[float | None, int], Completion]) -> Completion:
         return comp
+
+    def recover(self, comp: Completion, tools: ToolSet, error: FormatError) -> list[Call] | None:
+        return None
 
     def format_error(self, error: FormatError, comp: Completion, limit: int | None) -> str | None:
         return None

@@ -165,11 +165,14 @@ class Agent:
         try:
             calls = self.adapter.parse(comp)
         except FormatError as e:
-            res.format_errors += 1
-            res.messages.append(self.adapter.assistant(comp))
-            res.messages.append({"role": "user", "content": self._format_error_message(e, comp, cut)})
-            self.policy.after_step(res.messages, first)
-            return False
+            recovered = self.policy.recover(comp, self.tools, e)
+            if recovered is None:
+                res.format_errors += 1
+                res.messages.append(self.adapter.assistant(comp))
+                res.messages.append({"role": "user", "content": self._format_error_message(e, comp, cut)})
+                self.policy.after_step(res.messages, first)
+                return False
+            calls = recovered
         if self.policy.before_calls(res.messages, calls):
             res.messages.append(self.adapter.assistant(comp, calls))
             for call in calls:

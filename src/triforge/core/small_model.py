@@ -14,11 +14,16 @@ which records what each one measurably changed). None of them is on unless this 
   the same calls is not run; every earlier exchange that sent them leaves the context, and one note
   says that the call was not run. The note claims nothing about results or state: in a persistent kernel
   the same code can give another result now, and a restart may have cleared what it defined.
+* reading bare arguments: in astra's planning role the model handed in `{"plans": [...]}` (the arguments
+  alone, often in a ```json block) and then, told to wrap it, copied the error's example instead. A reply
+  whose only JSON object has exactly the parameters of one tool (all its required ones, none unknown)
+  is taken as the call to that tool; with two such tools it stays a format error.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -26,10 +31,36 @@ from typing import Any
 from triforge.core.errors import FormatError
 from triforge.core.llm import Completion
 from triforge.core.policy import LoopPolicy
-from triforge.core.tools import Call
+from triforge.core.tools import Call, ToolSet
 
 RESAMPLE_OFFSET = 1000  # re-asked replies use sample index: the run's sample + RESAMPLE_OFFSET * attempt
 OUTPUT_BLOCK = "```output"  # Qwen2.5-Coder's invented result block
+_JSON_FENCE = re.compile(r"```(?:json)?[ \t]*\n(.*?)\n?```", re.DOTALL)
+
+
+def bare_arguments_call(comp: Completion, tools: ToolSet) -> list[Call] | None:
+    """The call to the one tool whose parameters the reply's only JSON object has (see the module's note)."""
+    text = (comp.content or "").strip()
+    fenced = _JSON_FENCE.findall(text)
+    pieces = [text] if not fenced else fenced
+    if len(pieces) != 1:
+        return None
+    try:
+        obj = json.loads(pieces[0])
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict) or not obj or "name" in obj and "arguments" in obj:
+        return None
+    keys = set(obj)
+    fits = [t for t in tools.tools.values()
+            if keys <= set(t.args_model.model_fields)
+            and {k for k, f in t.args_model.model_fields.items() if f.is_required()} <= keys]
+    if len(fits) != 1:
+        return None
+    try:
+        return [tools.make_call("bare_0", fits[0].name, obj)]
+    except FormatError:
+        return None
 
 
 def calls_key(calls: list[Call]) -> str:
@@ -58,7 +89,9 @@ def length_cut_message(limit: int | None) -> str:
 
 class SmallModelPolicy(LoopPolicy):
     def __init__(self, *, resample_repeats: int = 1, resample_temperature: float = 0.8,
-                 forget_repeats: bool = True, explain_length_cut: bool = True, cut_output_blocks: bool = True) -> None:
+                 forget_repeats: bool = True, explain_length_cut: bool = True, cut_output_blocks: bool = True,
+                 read_bare_arguments: bool = False) -> None:
+        self.read_bare_arguments = read_bare_arguments
         self.resample_repeats = resample_repeats
         self.resample_temperature = resample_temperature
         self.forget_repeats = forget_repeats
@@ -73,7 +106,7 @@ class SmallModelPolicy(LoopPolicy):
         # (ids are dropped with their messages: a freed dict's id can come back for another)
         self._calls_of: dict[int, str] = {}
         self._pending: str | None = None
-        self.resampled = self.forgotten = 0
+        self.resampled = self.forgotten = self.bare_arguments = 0
 
     def stop_strings(self) -> tuple[str, ...]:
         return (OUTPUT_BLOCK,) if self.cut_output_blocks else ()
@@ -86,6 +119,11 @@ class SmallModelPolicy(LoopPolicy):
             comp = ask(self.resample_temperature, RESAMPLE_OFFSET * attempt)
         self._seen.add(reply_signature(comp))
         return comp
+
+    def recover(self, comp: Completion, tools: ToolSet, error: FormatError) -> list[Call] | None:
+        calls = bare_arguments_call(comp, tools) if self.read_bare_arguments else None
+        self.bare_arguments += calls is not None
+        return calls
 
     def format_error(self, error: FormatError, comp: Completion, limit: int | None) -> str | None:
         if self.explain_length_cut and comp.finish_reason == "length":
@@ -127,4 +165,4 @@ class SmallModelPolicy(LoopPolicy):
         self._pending = None
 
     def counts(self) -> dict[str, int]:
-        return {"resampled": self.resampled, "forgotten": self.forgotten}
+        return {"resampled": self.resampled, "forgotten": self.forgotten, "bare_arguments": self.bare_arguments}

@@ -26,7 +26,7 @@ from triforge.astra.agents.evaluator import (
 from triforge.astra.agents.final import final_check
 from triforge.astra.agents.ledger import Ledger, LedgerLimits
 from triforge.astra.agents.report import write_reports
-from triforge.astra.agents.roles import ROLES, SINGLE, Plan, Roles, Seen
+from triforge.astra.agents.roles import ROLES, SINGLE, Plan, Roles, Seen, small_model_policy
 from triforge.astra.agents.state import RunState
 from triforge.astra.lab import CheckResult, geomean
 from triforge.astra.task import get_task
@@ -58,11 +58,13 @@ class OptimizeSettings:
     max_steps: int = 12
     max_tokens_per_call: int | None = None
     report_note: str = ""  # a line at the top of the reports (e.g. that the replies were scripted)
+    model_profile: str = "default"  # "small-model": every agent runs with the core's SmallModelPolicy
 
     def fingerprint(self) -> dict[str, Any]:
         return {"task": self.task, "start_sha256": hashlib.sha256(self.start_source.encode()).hexdigest(),
                 "single_agent": self.single_agent, "candidates": self.candidates, "repairs": self.repairs,
-                "models": dict(sorted(self.models.items())), "task_file": self.task_file}
+                "models": dict(sorted(self.models.items())), "task_file": self.task_file,
+                **({"model_profile": self.model_profile} if self.model_profile != "default" else {})}
 
 
 @dataclass
@@ -97,7 +99,8 @@ class Optimizer:
         self.evaluator = evaluator
         self.task = get_task(settings.task)
         self.roles = Roles(models, self.run_dir, self.ledger, max_steps=settings.max_steps,
-                           max_tokens_per_call=settings.max_tokens_per_call)
+                           max_tokens_per_call=settings.max_tokens_per_call,
+                           policy=small_model_policy if settings.model_profile == "small-model" else None)
         self.say = on_event or (lambda _m: None)
         self.records: dict[str, dict[str, Any]] = {}
         self.results: dict[str, dict[str, Any]] = {}

@@ -7,6 +7,7 @@ and the loop goes on without it. A spent budget ends the role and is re-raised f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,9 @@ from triforge.astra.check_host import precheck
 from triforge.astra.task import TaskSpec, shape_label
 from triforge.core.errors import BudgetExceeded, FormatError, Submitted
 from triforge.core.llm import LLM
+from triforge.core.policy import LoopPolicy
 from triforge.core.react import Agent, AgentConfig, AgentLimits
+from triforge.core.small_model import SmallModelPolicy
 from triforge.core.tools import Tool
 
 ROLES = ("testing", "profiling", "planning", "coding")
@@ -82,12 +85,19 @@ def profile_text(result: dict[str, Any]) -> str:
     return f"no profile available: {p.get('absent', 'not measured')}"
 
 
+def small_model_policy() -> LoopPolicy:
+    """`--profile small-model`: the core's aids for weak models, and bare arguments read as the call."""
+    return SmallModelPolicy(read_bare_arguments=True)
+
+
 class Roles:
     """Runs each role's agent with its own model; trajectories go to `run_dir/agents/`."""
 
     def __init__(self, models: dict[str, LLM], run_dir: Path, ledger: Any, *, max_steps: int = 12,
-                 max_tokens_per_call: int | None = None, max_shapes: int = 4) -> None:
+                 max_tokens_per_call: int | None = None, max_shapes: int = 4,
+                 policy: Callable[[], LoopPolicy] | None = None) -> None:
         self.models = models
+        self.policy = policy  # a fresh opt-in loop policy per agent run (`--profile small-model`)
         self.run_dir = run_dir / "agents"
         self.ledger = ledger
         self.max_steps = max_steps
@@ -99,7 +109,8 @@ class Roles:
         system = _ENV.get_template("system.md.j2").render(role=role)
         cfg = AgentConfig(system=system, limits=AgentLimits(max_steps=self.max_steps),
                           max_tokens_per_call=self.ledger.output_cap(self.max_tokens_per_call))
-        res = Agent(self.models[role], tools, cfg, name=name, run_dir=self.run_dir).run(task_text)
+        res = Agent(self.models[role], tools, cfg, name=name, run_dir=self.run_dir,
+                    policy=self.policy() if self.policy else None).run(task_text)
         self.statuses[name] = res.status if res.submitted else f"{res.status}: {res.message}"
         if res.status == "budget_exceeded":
             raise BudgetExceeded(res.message)
