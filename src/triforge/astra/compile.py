@@ -6,16 +6,19 @@ PTX audit before the GPU) in a one-shot `compile_job` under the isolation policy
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
 import re
 import resource
 import shutil
+import signal
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,23 +144,28 @@ def nvrtc_compile(source: str, names: list[str], arch: str = "sm_90", fast_math:
     return res
 
 
-class cpu_bound:
+CPU_BOUND_REASON = (f"the compile used more than its {COMPILE_CPU_S} s of CPU time and was stopped "
+                    "(a compile bomb: huge static data, runaway templates or unrolling)")
+
+
+def stopped_at_cpu_bound(returncode: int | None) -> bool:
+    """A process ended by SIGXCPU, seen directly (-24) or through a launcher or shell (128 + 24)."""
+    return returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU)
+
+
+@contextlib.contextmanager
+def cpu_bound(seconds: int) -> Iterator[None]:
     """The process's CPU-time soft limit at `seconds` from now, for the span of one compile: past it the
     kernel ends the process with SIGXCPU (NVRTC holds the thread, so no Python timer could stop it)."""
-
-    def __init__(self, seconds: int) -> None:
-        self.seconds = seconds
-
-    def __enter__(self) -> cpu_bound:
-        self.saved = resource.getrlimit(resource.RLIMIT_CPU)
-        used = resource.getrusage(resource.RUSAGE_SELF)
-        soft = int(used.ru_utime + used.ru_stime) + 1 + self.seconds
-        hard = self.saved[1]
-        resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        resource.setrlimit(resource.RLIMIT_CPU, self.saved)
+    saved = resource.getrlimit(resource.RLIMIT_CPU)
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    soft = int(used.ru_utime + used.ru_stime) + 1 + seconds
+    hard = saved[1]
+    resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_CPU, saved)
 
 
 def compile_here(source: str, names: list[str], opts: list[str]) -> CompileResult:
@@ -234,17 +242,6 @@ def compile_confined(source: str, names: list[str], opts: list[str], timeout: fl
     else:
         why = f"the compiler process failed (exit code {run.returncode})"
     return CompileResult(False, log=f"candidate.cu: error: {why}", options=opts, seconds=run.duration_s)
-
-
-CPU_BOUND_REASON = (f"the compile used more than its {COMPILE_CPU_S} s of CPU time and was stopped "
-                    "(a compile bomb: huge static data, runaway templates or unrolling)")
-
-
-def stopped_at_cpu_bound(returncode: int | None) -> bool:
-    """A process ended by SIGXCPU, seen directly (-24) or through a launcher or shell (128 + 24)."""
-    import signal
-
-    return returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

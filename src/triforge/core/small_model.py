@@ -23,11 +23,11 @@ which records what each one measurably changed). None of them is on unless this 
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from triforge.core.adapter import _CODE_BLOCK
 from triforge.core.errors import FormatError
 from triforge.core.llm import Completion
 from triforge.core.policy import LoopPolicy
@@ -35,13 +35,12 @@ from triforge.core.tools import Call, ToolSet
 
 RESAMPLE_OFFSET = 1000  # re-asked replies use sample index: the run's sample + RESAMPLE_OFFSET * attempt
 OUTPUT_BLOCK = "```output"  # Qwen2.5-Coder's invented result block
-_JSON_FENCE = re.compile(r"```(?:json)?[ \t]*\n(.*?)\n?```", re.DOTALL)
 
 
 def bare_arguments_call(comp: Completion, tools: ToolSet) -> list[Call] | None:
     """The call to the one tool whose parameters the reply's only JSON object has (see the module's note)."""
     text = (comp.content or "").strip()
-    fenced = _JSON_FENCE.findall(text)
+    fenced = [body for tag, body in _CODE_BLOCK.findall(text) if tag in ("", "json")]
     pieces = [text] if not fenced else fenced
     if len(pieces) != 1:
         return None
