@@ -31,7 +31,7 @@ _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 _FENCE = re.compile(r"^```(?:json|tool_call)?\s*(.*?)\s*```$", re.S)
 # A closed fenced block: its tag (```python, ```submit ...) and body. An unclosed one (a reply cut off
 # by its token cap) is not a call.
-_CODE_BLOCK = re.compile(r"^```[ \t]*([\w-]*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
+CODE_BLOCK = re.compile(r"^```[ \t]*([\w-]*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _PLAIN_PYTHON = ("python", "py", "python3", "ipython")
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 _DECODER = json.JSONDecoder()
@@ -104,7 +104,7 @@ def fenced_calls(tools: ToolSet, text: str) -> list[Call]:
     """Calls written as fenced code blocks (only for tools that take just `code`); [] when none."""
     calls: list[Call] = []
     plain: list[str] = []
-    for tag, body in _CODE_BLOCK.findall(text):
+    for tag, body in CODE_BLOCK.findall(text):
         if tag in tools.code_tools:
             calls.append(tools.make_call(f"fence_{len(calls)}", tag, {"code": body}))
         elif tools.code_tool and tag.lower() in _PLAIN_PYTHON:

@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from triforge.core.adapter import _CODE_BLOCK
+from triforge.core.adapter import CODE_BLOCK
 from triforge.core.errors import FormatError
 from triforge.core.llm import Completion
 from triforge.core.policy import LoopPolicy
@@ -40,7 +40,7 @@ OUTPUT_BLOCK = "```output"  # Qwen2.5-Coder's invented result block
 def bare_arguments_call(comp: Completion, tools: ToolSet) -> list[Call] | None:
     """The call to the one tool whose parameters the reply's only JSON object has (see the module's note)."""
     text = (comp.content or "").strip()
-    fenced = [body for tag, body in _CODE_BLOCK.findall(text) if tag in ("", "json")]
+    fenced = [body for tag, body in CODE_BLOCK.findall(text) if tag in ("", "json")]
     pieces = [text] if not fenced else fenced
     if len(pieces) != 1:
         return None
