@@ -27,7 +27,7 @@ from triforge.astra.check_host import check  # noqa: E402
 from triforge.astra.evaluate import EvalOptions  # noqa: E402
 from triforge.astra.task import get_task  # noqa: E402
 from triforge.astra.worker import Worker  # noqa: E402
-from triforge.core.isolation import IsolationPolicy  # noqa: E402
+from triforge.confine.isolation import IsolationPolicy  # noqa: E402
 
 TASK = "silu_and_mul"
 BOMB = "__device__ int triforge_bomb[1 << 28] = {1};\n"

@@ -39,7 +39,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT / "benchmarks")]
 
 from triforge.astra.agents.evaluator import EvalJob, LocalPool, PinnedWorker, run_job  # noqa: E402
 from triforge.astra.corpus.planted.variants import Variant, all_variants  # noqa: E402
-from triforge.core.executor import visible_gpus  # noqa: E402
+from triforge.executors.local import visible_gpus  # noqa: E402
 
 # one structural rewrite (must be correct) and one planted fault (must not be) per task
 REWRITES = {"silu_and_mul": "vectorized-16B", "gelu_tanh_and_mul": "vectorized-16B",
@@ -95,7 +95,7 @@ def evaluator_for(kind: str, g: int) -> Any:
     if kind == "local":
         return LocalPool(gpus=g, timeout=TIMEOUT)
     from triforge.astra.agents.executor_pool import ExecutorPool
-    from triforge.core.executor_ray import RayExecutor
+    from triforge.executors.ray_executor import RayExecutor
 
     return ExecutorPool(RayExecutor(), width=g, timeout=TIMEOUT)
 
@@ -214,7 +214,7 @@ def isolation_preflight() -> str:
     """What confines the lab workers here. Where isolation cannot be held, the run goes on without it (the
     candidates are the lab's own corpus) and says so, instead of refusing every candidate."""
     from triforge.astra.worker import Worker
-    from triforge.core.isolation import IsolationUnavailable
+    from triforge.confine.isolation import IsolationUnavailable
 
     w = Worker(timeout=120)
     try:
@@ -294,7 +294,7 @@ def throughput_section(data: dict[str, Any], kind: str, counts: list[int], cands
                        dry: int) -> None:
     ray = None
     if kind == "ray":
-        from triforge.core import executor_ray
+        from triforge.executors import ray_executor as executor_ray
 
         ray = executor_ray._import_ray(local=True)
         ray.init(num_gpus=dry or None, include_dashboard=False, log_to_driver=False, logging_level="WARNING",

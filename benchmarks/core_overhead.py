@@ -16,9 +16,9 @@ from triforge.core import context
 from triforge.core.config import ModelConfig
 from triforge.core.errors import Submitted
 from triforge.core.llm import OpenAICompatLLM
-from triforge.core.parallel import pmap
 from triforge.core.react import Agent, AgentConfig, AgentLimits
 from triforge.core.tools import tool
+from triforge.executors.parallel import pmap
 from triforge.testing.fake_server import FakeOpenAIServer
 from triforge.testing.scripted import ScriptedLLM, call
 

@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 
 from triforge.core.config import ModelConfig
-from triforge.core.kernel_pool import KernelPool
 from triforge.core.llm import OpenAICompatLLM
 from triforge.cpagent.bench import run_bench
 from triforge.cpagent.dataset import load_dataset
 from triforge.cpagent.refs import RefCache, reference_for
 from triforge.cpagent.solve import solve_task
 from triforge.cpagent.task import task_from_problem
+from triforge.sandbox.pool import KernelPool
 from triforge.testing.cp_scripts import reference_submitter
 from triforge.testing.fake_server import FakeOpenAIServer
 from triforge.testing.scripted import ScriptedLLM

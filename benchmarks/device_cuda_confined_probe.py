@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "src")]
 
-from triforge.core.isolation import IsolationPolicy, plan  # noqa: E402
-from triforge.core.sandbox_run import scrubbed_env  # noqa: E402
+from triforge.confine.isolation import IsolationPolicy, plan  # noqa: E402
+from triforge.confine.run import scrubbed_env  # noqa: E402
 
 PROBE = ("import ctypes; c = ctypes.CDLL('libcuda.so.1'); n = ctypes.c_int(); r = c.cuInit(0); "
          "r2 = c.cuDeviceGetCount(ctypes.byref(n)); print(f'cuInit={r} cuDeviceGetCount={r2} devices={n.value}')")

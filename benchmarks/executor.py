@@ -31,8 +31,8 @@ from typing import Any
 from triforge.core import context
 from triforge.core.budget import Budget, BudgetLimits
 from triforge.core.config import ModelConfig
-from triforge.core.executor import LocalPool
 from triforge.core.llm import OpenAICompatLLM
+from triforge.executors.local import LocalPool
 from triforge.testing.fake_server import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,10 +85,10 @@ def local_budget_pairs(threads: int, n: int) -> list[float]:
 
 
 def bench_optimize(ex: Any) -> dict[str, Any]:
-    from triforge.core import executor as executor_mod
+    from triforge.executors import local as executor_mod
     from triforge.maestro.optimize.runner import Task, optimize
     from triforge.maestro.optimize.state import OptimizeSettings
-    from triforge.testing.sim_bed import TOOLS, VALIDATORS, SimLM, sim_tasks
+    from triforge.maestro.sim_bed import TOOLS, VALIDATORS, SimLM, sim_tasks
     from triforge.testing.sim_reflection import SimReflection
 
     t = sim_tasks()[4]
@@ -159,7 +159,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=400)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = ap.parse_args()
-    from triforge.core.executor_ray import RayExecutor
+    from triforge.executors.ray_executor import RayExecutor
 
     t_start = time.perf_counter()
     rex = RayExecutor(num_cpus=2)

@@ -18,7 +18,7 @@ from triforge.core.config import ModelConfig
 from triforge.core.llm import OpenAICompatLLM
 from triforge.maestro.bench import open_benchmark
 from triforge.maestro.evaluate import EvalReport, evaluate
-from triforge.maestro.executor import Executor
+from triforge.maestro.interpreter import Executor
 from triforge.maestro.program import Program, ProgramBuilder
 from triforge.testing.fake_server import FakeOpenAIServer
 from triforge.testing.maestro_replies import reply

@@ -3,7 +3,7 @@
 Run: .venv/bin/python benchmarks/maestro_opt.py [--runs 200]   (writes benchmarks/results/maestro-opt-DATE.{json,md})
 Targets (issue 21): optimizer overhead per rollout, model time excluded, <= 5 ms; zero overshoot of the
 rollout budget or the call cap over >= 200 simulated runs with random caps; the same seed gives a
-byte-identical proposal log and best program. Everything runs on the simulated bed (triforge.testing.sim_bed,
+byte-identical proposal log and best program. Everything runs on the simulated bed (triforge.maestro.sim_bed,
 a rule-following model and a scripted reflection stand-in): these numbers measure the search machinery only.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 from triforge.core.errors import UserError
 from triforge.maestro.optimize.runner import Task, optimize
 from triforge.maestro.optimize.state import OptimizeSettings
-from triforge.testing.sim_bed import TOOLS, VALIDATORS, SimLM, sim_tasks
+from triforge.maestro.sim_bed import TOOLS, VALIDATORS, SimLM, sim_tasks
 from triforge.testing.sim_reflection import SimReflection
 
 RESULTS = Path(__file__).resolve().parent / "results"

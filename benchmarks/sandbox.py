@@ -31,10 +31,10 @@ from pathlib import Path
 
 from jupyter_client.manager import start_new_kernel
 
-from triforge.core.kernel_pool import KernelPool
-from triforge.core.proc import run
-from triforge.core.sandbox import KernelSandbox
-from triforge.core.sandbox_run import run_isolated
+from triforge.confine.proc import run
+from triforge.confine.run import run_isolated
+from triforge.sandbox.kernel_sandbox import KernelSandbox
+from triforge.sandbox.pool import KernelPool
 
 
 def cpu_times() -> tuple[int, int]:

@@ -37,7 +37,7 @@ from triforge.core.llm import get_llm
 from triforge.core.react import AgentLimits
 from triforge.cpagent.agent import PRELOAD_IMPORTS, CPAgentConfig
 from triforge.cpagent.dataset import load_dataset
-from triforge.cpagent.small_model import SmallModelAids
+from triforge.cpagent.small_model_aids import SmallModelAids
 from triforge.cpagent.solve import solve_task
 from triforge.cpagent.task import task_from_problem
 from triforge.local.install import DEFAULT_MODEL, installed_model

@@ -28,7 +28,7 @@ from typing import Any
 from smoke import machine, write_dated
 
 from triforge.core.adapter import RESULT_TAG
-from triforge.core.small_model import OUTPUT_BLOCK
+from triforge.core.small_model_policy import OUTPUT_BLOCK
 from triforge.local.install import installed_model
 from triforge.local.server import LocalServer, ServerOptions
 

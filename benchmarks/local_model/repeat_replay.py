@@ -36,7 +36,7 @@ from smoke import machine, write_dated
 from triforge.core.adapter import RESULT_TAG
 from triforge.core.errors import FormatError
 from triforge.core.llm import Completion
-from triforge.core.small_model import OUTPUT_BLOCK, forget_note
+from triforge.core.small_model_policy import OUTPUT_BLOCK, forget_note
 from triforge.core.tools import ToolSet, tool
 from triforge.local.install import installed_model
 from triforge.local.server import LocalServer, ServerOptions
@@ -152,8 +152,8 @@ def build(variant: str, context: list[dict[str, Any]], code: str) -> list[dict[s
 
 def run_cells(earlier: list[str], new: str, timeout: float) -> dict[str, Any]:
     """Run the context's earlier cells, then the new one: did the new one raise?"""
-    from triforge.core.sandbox import KernelSandbox
     from triforge.cpagent.agent import PRELOAD_IMPORTS
+    from triforge.sandbox.kernel_sandbox import KernelSandbox
 
     with KernelSandbox(timeout=timeout) as sb:
         sb.execute(PRELOAD_IMPORTS, timeout=timeout)

@@ -322,7 +322,7 @@ def test_the_trace_records_what_confined_the_candidates(tmp_path):
               tmp_path / "here").run()
     (ev,) = _isolation_events(tmp_path / "here")
     assert ev["attributes"]["triforge.isolation.held"] == ConfinedLab.isolation
-    from triforge.core.trace_view import isolation_held
+    from triforge.ui.trace_view import isolation_held
 
     assert isolation_held(tmp_path / "here") == [ConfinedLab.isolation]
     # deferred: the record says where the candidates go and that each result names what held there
@@ -333,7 +333,7 @@ def test_the_trace_records_what_confined_the_candidates(tmp_path):
 
 def test_each_result_names_the_confinement_it_ran_under(tmp_path):
     from triforge.astra.agents.evaluator import EvalJob, run_job
-    from triforge.core.isolation import IsolationPolicy
+    from triforge.confine.isolation import IsolationPolicy
 
     class Worker:
         policy = IsolationPolicy(enabled=False)

@@ -19,7 +19,7 @@ from triforge.astra.agents import LedgerLimits, Optimizer, OptimizeSettings
 from triforge.astra.agents.evaluator import EvalJob, LocalPool, run_job
 from triforge.astra.agents.executor_pool import ExecutorPool
 from triforge.astra.task import get_task, shape_label
-from triforge.core import executor
+from triforge.executors import local as executor
 from triforge.testing.scripted import ScriptedLLM, call
 
 TASK = get_task("silu_and_mul")
@@ -172,7 +172,7 @@ def test_report_shows_host_and_gpu_when_several_hosts_took_part():
 def test_ray_places_k_candidates_on_g_gpus_one_each(tmp_path):
     """A local Ray instance (loopback) declaring 2 GPUs: each task asks for num_gpus=1, Ray sets
     CUDA_VISIBLE_DEVICES for it, its lab worker sees that one GPU, and the result records it."""
-    from triforge.core import executor_ray
+    from triforge.executors import ray_executor as executor_ray
 
     ray = executor_ray._import_ray(local=True)
     if ray.is_initialized():

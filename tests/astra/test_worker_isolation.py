@@ -16,8 +16,8 @@ import pytest
 
 from triforge.astra import compile as comp
 from triforge.astra.worker import Worker
-from triforge.core import isolation
-from triforge.core.isolation import IsolationPolicy, IsolationUnavailable
+from triforge.confine import isolation
+from triforge.confine.isolation import IsolationPolicy, IsolationUnavailable
 
 HANDLER = "astra.test_worker_isolation.attempt"
 

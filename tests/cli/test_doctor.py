@@ -8,7 +8,7 @@ import sys
 from typer.testing import CliRunner
 
 from triforge.cli.app import app
-from triforge.core import isolation
+from triforge.confine import isolation
 
 runner = CliRunner()
 

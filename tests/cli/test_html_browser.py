@@ -45,7 +45,7 @@ def test_trace_page_says_what_ran_and_expands_all_under_its_csp(bench):
 def test_trace_page_runs_no_other_script(tmp_path):
     """Text from a model that looks like a script stays text; an inline script added to the page is blocked."""
     from triforge.core.trace import Tracer
-    from triforge.core.trace_view import render_html
+    from triforge.ui.trace_view import render_html
 
     Tracer(tmp_path).tool_span("echo", {"text": "<script>document.title='pwned'</script>"},
                                "<img src=x onerror=\"document.title='pwned'\">", 0.01)

@@ -52,7 +52,7 @@ def _demo(out: Path) -> subprocess.CompletedProcess:
 
 
 def test_demo_twice_into_one_folder_starts_a_fresh_trace(tmp_path):
-    from triforge.core.trace_view import summarize
+    from triforge.ui.trace_view import summarize
 
     out = tmp_path / "demo"
     assert _demo(out).returncode == 0

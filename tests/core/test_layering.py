@@ -12,7 +12,7 @@ import triforge.core
 
 CORE = Path(triforge.core.__file__).parent
 ABOVE = ("triforge.local", "triforge.cpagent", "triforge.astra", "triforge.maestro", "triforge.testing",
-         "triforge.cli")
+         "triforge.cli", "triforge.sandbox", "triforge.confine", "triforge.executors", "triforge.ui", "triforge.data")
 
 
 def _core_modules() -> list[str]:

@@ -15,7 +15,7 @@ from triforge.core.cache import CacheMiss, ResponseCache, request_key
 from triforge.core.config import ModelConfig
 from triforge.core.errors import BudgetExceeded
 from triforge.core.llm import OpenAICompatLLM
-from triforge.core.parallel import pmap
+from triforge.executors.parallel import pmap
 from triforge.testing.fake_server import FakeOpenAIServer
 
 

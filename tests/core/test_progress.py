@@ -6,11 +6,11 @@ import io
 
 from triforge.core import context
 from triforge.core.errors import Submitted
-from triforge.core.progress import Progress, TraceProgress, short
 from triforge.core.react import Agent
 from triforge.core.tools import tool
 from triforge.core.trace import Tracer, listening
 from triforge.testing.scripted import ScriptedLLM, call
+from triforge.ui.progress import Progress, TraceProgress, short
 
 
 @tool

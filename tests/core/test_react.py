@@ -12,7 +12,7 @@ from triforge.core.adapter import cut_invented_response
 from triforge.core.budget import Budget, BudgetLimits
 from triforge.core.errors import Submitted
 from triforge.core.react import Agent, AgentConfig, AgentLimits, agent_as_tool
-from triforge.core.small_model import OUTPUT_BLOCK, SmallModelPolicy
+from triforge.core.small_model_policy import OUTPUT_BLOCK, SmallModelPolicy
 from triforge.core.tools import tool
 from triforge.testing.scripted import ScriptedLLM, ScriptError, call
 

@@ -13,9 +13,9 @@ from triforge.core.llm import OpenAICompatLLM
 from triforge.core.react import Agent
 from triforge.core.tools import tool
 from triforge.core.trace import Tracer, read_spans, redact
-from triforge.core.trace_view import render_html, summarize
 from triforge.testing.fake_server import FakeOpenAIServer
 from triforge.testing.scripted import call
+from triforge.ui.trace_view import render_html, summarize
 
 SECRET = "sk-live-THISISASECRETKEY1234567890"
 

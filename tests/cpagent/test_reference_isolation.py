@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from triforge.core import isolation
+from triforge.confine import isolation
 from triforge.cpagent.refs import REF_JOBS
 from triforge.cpagent.warm import WarmServer
 

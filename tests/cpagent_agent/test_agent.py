@@ -12,7 +12,7 @@ from triforge.core.config import ModelConfig
 from triforge.core.llm import OpenAICompatLLM
 from triforge.core.react import AgentLimits
 from triforge.cpagent.agent import CPAgentConfig, fresh_run, run_cpagent
-from triforge.cpagent.small_model import SmallModelAids, apply_profile
+from triforge.cpagent.small_model_aids import SmallModelAids, apply_profile
 from triforge.cpagent.solve import solve_task
 from triforge.cpagent.task import CPTask, task_from_file
 from triforge.testing.fake_server import FakeOpenAIServer
@@ -343,7 +343,7 @@ def test_profiles():
 def test_auto_submit_never_judges_a_call_by_an_earlier_cell_s_output(monkeypatch):
     """A python_exec call that fails in the harness has no cell result: the policy must not hand in its code on
     the strength of the previous cell's solution-shaped output."""
-    from triforge.core.sandbox import KernelSandbox
+    from triforge.sandbox.kernel_sandbox import KernelSandbox
 
     real = KernelSandbox.execute
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from triforge.core import isolation
+from triforge.confine import isolation
 from triforge.cpagent.solve import solve_task
 from triforge.cpagent.task import CPTask
 from triforge.testing.scripted import ScriptedLLM, call

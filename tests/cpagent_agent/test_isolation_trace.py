@@ -8,9 +8,9 @@ import os
 import subprocess
 import sys
 
-from triforge.core import isolation
-from triforge.core.isolation import IsolationPolicy
-from triforge.core.sandbox_run import verified
+from triforge.confine import isolation
+from triforge.confine.isolation import IsolationPolicy
+from triforge.confine.run import verified
 from triforge.core.trace import read_spans
 from triforge.cpagent.solve import solve_task
 from triforge.cpagent.task import CPTask

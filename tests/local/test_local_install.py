@@ -197,7 +197,7 @@ def test_install_shows_each_phase_on_the_progress_line(fake_parts, downloader, t
     import io
 
     from triforge.cli.local import _Display
-    from triforge.core.progress import Progress
+    from triforge.ui.progress import Progress
 
     out = io.StringIO()
     with Progress("local install", stream=out, live=False, every_s=3600) as p:

@@ -9,7 +9,7 @@ import pytest
 from triforge.maestro.bench import open_benchmark
 from triforge.maestro.benchmarks.cpbench import split_ids, verdict_feedback
 from triforge.maestro.evaluate import evaluate
-from triforge.maestro.executor import ProgramRun
+from triforge.maestro.interpreter import ProgramRun
 from triforge.maestro.nodes import ToolNode
 from triforge.maestro.programs.cpbench import SOLVE_FN, builtin_project_prompt, cpbench_seed
 from triforge.testing.scripted import ScriptedLLM, call

@@ -10,7 +10,7 @@ from triforge.core import context
 from triforge.core.budget import Budget, BudgetLimits
 from triforge.core.errors import BudgetExceeded
 from triforge.core.trace import Tracer, read_spans
-from triforge.maestro.executor import Executor, run_program
+from triforge.maestro.interpreter import Executor, run_program
 from triforge.maestro.nodes import Cond
 from triforge.maestro.program import ProgramBuilder
 from triforge.testing.scripted import ScriptedLLM

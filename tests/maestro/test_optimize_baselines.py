@@ -9,9 +9,9 @@ from triforge.core.llm import Completion, Usage
 from triforge.maestro.optimize.edits import apply_edits
 from triforge.maestro.optimize.runner import Task, optimize
 from triforge.maestro.optimize.state import OptimizeSettings
-from triforge.testing.sim_bed import TOOLS, SimLM, calculator_task
+from triforge.maestro.sim_bed import TOOLS, SimLM, calculator_task
 
-CALC = "triforge.testing.sim_bed:calculator"
+CALC = "triforge.maestro.sim_bed:calculator"
 
 
 class FixedReflection:

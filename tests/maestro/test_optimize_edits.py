@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from triforge.maestro.executor import run_program
+from triforge.maestro.interpreter import run_program
 from triforge.maestro.optimize.edits import apply_edits
 from triforge.maestro.optimize.reflect import ReplyError, parse_edits
 from triforge.maestro.optimize.typecheck import EditError, graph_distance, typecheck
 from triforge.maestro.programs import seed_program
-from triforge.testing.sim_bed import TOOLS, VALIDATORS, SimLM, bridge_task, calculator_task, state_field_task
+from triforge.maestro.sim_bed import TOOLS, VALIDATORS, SimLM, bridge_task, calculator_task, state_field_task
 
 LIB = set(TOOLS) | set(VALIDATORS)
-CALC = "triforge.testing.sim_bed:calculator"
+CALC = "triforge.maestro.sim_bed:calculator"
 
 
 def test_every_seed_program_passes_the_type_check():
@@ -26,7 +26,7 @@ def test_every_seed_program_passes_the_type_check():
     [{"op": "insert_after", "target": "answer", "node": {"name": "polish", "inputs": ["answer"], "outputs": ["answer"]}}],
     [{"op": "remove", "target": "hop2"}, {"op": "remove", "target": "create_query"},
      {"op": "rewire", "src": "hop1", "dst": "answer", "to": "answer"}],
-    [{"op": "add_validator", "target": "answer", "fn": "triforge.testing.sim_bed:check_uppercase",
+    [{"op": "add_validator", "target": "answer", "fn": "triforge.maestro.sim_bed:check_uppercase",
       "inputs": {"answer": "answer"}}],
     [{"op": "add_tool", "target": "answer", "node": {"name": "calc", "fn": CALC, "inputs": {"text": "question"},
                                                      "outputs": ["result"]}}],
@@ -68,7 +68,7 @@ def test_unchanged_modules_keep_their_config():
     ([{"op": "insert_before", "target": "hop1", "node": {"name": "early", "inputs": ["passages_2"], "outputs": ["x"]}}],
      "may read 'passages_2' before"),
     ([{"op": "add_state_field", "writer": "create_query", "field": "z", "type": "tensor"}], "unknown type"),
-    ([{"op": "add_validator", "target": "answer", "fn": "triforge.testing.sim_bed:check_uppercase",
+    ([{"op": "add_validator", "target": "answer", "fn": "triforge.maestro.sim_bed:check_uppercase",
        "max_attempts": 50}], "bounded retry"),
     ([{"op": "rewire", "src": "hop1", "dst": "answer", "to": "answer"}], "no edge hop1->answer"),
     ([], "no edit"),

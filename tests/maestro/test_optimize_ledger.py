@@ -12,8 +12,8 @@ from triforge.core.llm import Completion, Usage
 from triforge.maestro.optimize.ledger import Ledger, LedgerLLM
 from triforge.maestro.optimize.runner import Task, optimize
 from triforge.maestro.optimize.state import OptimizeSettings
+from triforge.maestro.sim_bed import TOOLS, VALIDATORS, SimLM, sim_tasks
 from triforge.testing.scripted import ScriptedLLM
-from triforge.testing.sim_bed import TOOLS, VALIDATORS, SimLM, sim_tasks
 from triforge.testing.sim_reflection import SimReflection
 
 

@@ -10,7 +10,7 @@ import pytest
 from triforge.maestro.evaluate import evaluate
 from triforge.maestro.optimize.runner import Task, optimize
 from triforge.maestro.optimize.state import OptimizeSettings
-from triforge.testing.sim_bed import TOOLS, VALIDATORS, SimLM, sim_tasks
+from triforge.maestro.sim_bed import TOOLS, VALIDATORS, SimLM, sim_tasks
 from triforge.testing.sim_reflection import SimReflection
 
 

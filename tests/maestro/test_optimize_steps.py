@@ -12,7 +12,7 @@ from triforge.maestro.optimize.proposals import RunLog
 from triforge.maestro.optimize.rollouts import Rollouts
 from triforge.maestro.optimize.runner import Task, optimize
 from triforge.maestro.optimize.state import OptimizeSettings, SearchState
-from triforge.testing.sim_bed import TOOLS, VALIDATORS, SimLM, bridge_task, routing_task
+from triforge.maestro.sim_bed import TOOLS, VALIDATORS, SimLM, bridge_task, routing_task
 from triforge.testing.sim_reflection import SimReflection
 
 

@@ -16,8 +16,8 @@ from triforge.astra.evaluate import EvalOptions
 from triforge.astra.scan import scan
 from triforge.astra.task import get_task
 from triforge.astra.worker import Worker
-from triforge.core import proc
-from triforge.core.isolation import IsolationUnavailable
+from triforge.confine import proc
+from triforge.confine.isolation import IsolationUnavailable
 
 VERDICTS = ("correct", "incorrect", "hack", "crash", "compile_error")
 

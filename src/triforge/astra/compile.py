@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from triforge.astra.preprocess import ALLOWED_INCLUDES, check_directives
-from triforge.core import proc
+from triforge.confine import proc
 
 CONFINED_ENV = "TRIFORGE_ASTRA_WORKER"  # set in the worker's and the compile job's environment: already confined
 COMPILE_TIMEOUT = 300.0  # seconds for one compile outside the worker
@@ -216,9 +216,9 @@ def compile_confined(source: str, names: list[str], opts: list[str], timeout: fl
 
     Raises `IsolationUnavailable` where isolation cannot be held and was not turned off."""
     from triforge.astra.worker import confined_env, cuda_reads
-    from triforge.core.isolation import IsolationPolicy
-    from triforge.core.proc import ProcLimits
-    from triforge.core.sandbox_run import run_isolated
+    from triforge.confine.isolation import IsolationPolicy
+    from triforge.confine.proc import ProcLimits
+    from triforge.confine.run import run_isolated
 
     timeout, memory_mb = timeout or COMPILE_TIMEOUT, memory_mb or COMPILE_MEMORY_MB
     with tempfile.TemporaryDirectory(prefix="triforge-nvrtc-") as d:

@@ -12,7 +12,7 @@ from typing import Any
 
 from triforge.astra.check_host import _tool
 from triforge.astra.task import get_task, shape_label
-from triforge.core import proc
+from triforge.confine import proc
 from triforge.core.errors import UserError
 
 SECTIONS = ["SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis", "WarpStateStats"]

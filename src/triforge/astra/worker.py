@@ -1,6 +1,6 @@
 """The worker process: candidates compile and run here, never in the harness, and always confined.
 
-The worker is an `IsolatedProcess` (`triforge.core.sandbox_run`: the launcher and `IsolationPolicy`
+The worker is an `IsolatedProcess` (`triforge.confine.run`: the launcher and `IsolationPolicy`
 every other piece of model-written code runs under): no network, the host read-only, the home and
 the host's /tmp hidden, its own writable folder, a memory bound. Readable besides: the interpreter
 and its packages, the CUDA headers, the task files its jobs name; writable: the NVRTC disk cache.
@@ -23,10 +23,10 @@ import psutil
 
 from triforge.astra import worker_wire
 from triforge.astra.compile import CONFINED_ENV, CPU_BOUND_REASON, stopped_at_cpu_bound
-from triforge.core import isolation
-from triforge.core.isolation import CONFINEMENT_FAILED, IsolationPolicy, IsolationUnavailable, refusal
-from triforge.core.proc import ProcLimits
-from triforge.core.sandbox_run import IsolatedProcess, scrubbed_env, verified
+from triforge.confine import isolation
+from triforge.confine.isolation import CONFINEMENT_FAILED, IsolationPolicy, IsolationUnavailable, refusal
+from triforge.confine.proc import ProcLimits
+from triforge.confine.run import IsolatedProcess, scrubbed_env, verified
 
 DEFAULT_TIMEOUT = 300.0
 # what CUDA, torch and Triton read from the environment; nothing else of the host's passes

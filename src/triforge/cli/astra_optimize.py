@@ -109,7 +109,7 @@ def make_evaluator(evaluate_later: bool, gpus: int | None, executor: str = "loca
         return Deferred()
     if executor != "local" or ray_address:  # candidates as executor tasks, one GPU each (docs/executor.md)
         from triforge.astra.agents.executor_pool import ExecutorPool
-        from triforge.core.executor import make_executor
+        from triforge.executors.local import make_executor
 
         return ExecutorPool(make_executor(executor, address=ray_address), gpus)
     from triforge.astra.check_host import require_gpu

@@ -30,7 +30,7 @@ RayAddressOpt = typer.Option(None, "--ray-address",
 @contextlib.contextmanager
 def fan_out(kind: str, address: str | None) -> Iterator[None]:
     """Run the block's fan-out on the executor the options name; closed (a Ray started here stops) after."""
-    from triforge.core import executor
+    from triforge.executors import local as executor
 
     ex = executor.make_executor(kind, address=address)
     try:

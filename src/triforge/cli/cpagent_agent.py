@@ -24,12 +24,12 @@ from triforge.core.budget import Budget, BudgetLimits
 from triforge.core.cache import open_cache
 from triforge.core.errors import UserError
 from triforge.core.llm import get_llm
-from triforge.core.progress import Progress, TraceProgress
 from triforge.core.react import AgentLimits
 from triforge.core.trace import listening
 from triforge.cpagent.agent import CPAgentConfig
-from triforge.cpagent.small_model import apply_profile
+from triforge.cpagent.small_model_aids import apply_profile
 from triforge.cpagent.task import CPTask, task_from_file, task_from_problem
+from triforge.ui.progress import Progress, TraceProgress
 
 PromptOpt = typer.Option(None, "--project-prompt", help="Jinja template replacing the built-in CPMpy guide.")
 CacheOpt = typer.Option(None, "--cache", help="Response cache: off, rw or replay (default: triforge.toml's `cache`).")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import typer
 
 from triforge.cli.common import console
-from triforge.core.isolation import IsolationPolicy, IsolationUnavailable, mechanism
-from triforge.core.sandbox_seccomp import seccomp_filter
+from triforge.confine.isolation import IsolationPolicy, IsolationUnavailable, mechanism
+from triforge.confine.seccomp import seccomp_filter
 
 
 def doctor() -> None:
     """Start a sandboxed kernel and a one-shot program and print the isolation each really has."""
-    from triforge.core.sandbox import KernelSandbox
-    from triforge.core.sandbox_run import verified
+    from triforge.confine.run import verified
+    from triforge.sandbox.kernel_sandbox import KernelSandbox
 
     policy = IsolationPolicy.from_env()
     mech = mechanism()

@@ -9,7 +9,6 @@ from pathlib import Path
 import typer
 
 from triforge.cli.common import console
-from triforge.core.progress import Progress
 from triforge.local import state
 from triforge.local.install import (
     DEFAULT_MODEL,
@@ -21,6 +20,7 @@ from triforge.local.install import (
 )
 from triforge.local.llama_build import missing_llama_modules, prepare_server
 from triforge.local.server import LocalServer, ServerOptions
+from triforge.ui.progress import Progress
 
 app = typer.Typer(help="The embedded local model (Qwen2.5-Coder-1.5B on llama.cpp): install, serve, status, stop.",
                   no_args_is_help=True)

@@ -128,7 +128,7 @@ def run(
     finally:
         pool.close()
     if html:
-        from triforge.core.trace_view import render_html
+        from triforge.ui.trace_view import render_html
 
         render_html(out)
     console.print(f"{summary['bench']} / {summary['split']}: mean score [bold]{summary['mean_score']:.3f}[/] over "

@@ -32,7 +32,7 @@ CacheOpt = typer.Option("rw", "--cache", help="Response cache in the run directo
 
 
 def _fn_doc(ref: str) -> str:
-    from triforge.maestro.executor import NodeError, resolve_fn
+    from triforge.maestro.interpreter import NodeError, resolve_fn
 
     try:
         fn = resolve_fn(ref)
@@ -90,7 +90,7 @@ class _FinalTest:
         self.total, self.progress = 2 * n_test, None
 
     def __call__(self, which: str, result: Any) -> None:
-        from triforge.core.progress import Progress
+        from triforge.ui.progress import Progress
 
         if self.progress is None:
             self.progress = Progress("maestro final test", total=self.total, unit="rollout").start()

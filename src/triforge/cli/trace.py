@@ -9,7 +9,7 @@ from rich import box
 from rich.table import Table
 
 from triforge.cli.common import console
-from triforge.core.trace_view import isolation_held, render_html, runs_note, summarize
+from triforge.ui.trace_view import isolation_held, render_html, runs_note, summarize
 
 app = typer.Typer(help="Read a run's trace: HTML view and summary.", no_args_is_help=True)
 

@@ -1,7 +1,7 @@
 """The run's shared services (budget, tracer, cache, endpoint limits) carried in contextvars.
 
 Nothing is configured by mutating a module: a run enters `use(...)`, and worker threads started
-through `triforge.core.parallel` inherit the context.
+through `triforge.executors.parallel` inherit the context.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The hooks through which an opt-in policy changes the agent loop (`triforge.core.react.Agent(policy=...)`).
 
-The loop itself knows no model's habits; a policy such as `triforge.core.small_model.SmallModelPolicy` adds
+The loop itself knows no model's habits; a policy such as `triforge.core.small_model_policy.SmallModelPolicy` adds
 them for the models that need them.
 """
 

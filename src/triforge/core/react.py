@@ -3,7 +3,7 @@
 Control flow is by exceptions (`Submitted`, `LimitsExceeded`, `BudgetExceeded`, `FormatError`),
 raised where they happen and handled here, in `Agent.run`. Message formats and parsing belong to the
 adapter (`triforge.core.adapter`); aids for weak models are an opt-in `LoopPolicy`
-(`triforge.core.small_model`), never the loop's defaults.
+(`triforge.core.small_model_policy`), never the loop's defaults.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from triforge.core.adapter import ChatAdapter
 from triforge.core.errors import BudgetExceeded, EndpointError, FormatError, LimitsExceeded, Submitted
 from triforge.core.llm import LLM, Completion, Usage
 from triforge.core.policy import LoopPolicy
-from triforge.core.proc import cap_text
-from triforge.core.tools import Call, Tool, ToolSet
+from triforge.core.tools import Call, Tool, ToolSet, cap_text
 from triforge.core.trace import agent_scope
 
 __all__ = [

@@ -166,3 +166,13 @@ class ToolSet:
 
 def tool_calls_for(calls: list[Call]) -> list[ToolCall]:
     return [ToolCall(c.id, c.tool.name, c.raw_arguments) for c in calls]
+
+
+def cap_text(text: str, limit: int) -> tuple[str, bool]:
+    """Keep the head and tail of `text` within `limit` characters, with a marker saying how much was cut."""
+    if limit <= 0 or len(text) <= limit:
+        return text, False
+    head = limit * 2 // 3
+    tail = limit - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}", True

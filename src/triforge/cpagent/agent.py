@@ -15,18 +15,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from triforge.confine.proc import ProcResult
 from triforge.core.errors import FormatError, Submitted, UserError
 from triforge.core.llm import LLM
-from triforge.core.proc import ProcResult
 from triforge.core.react import Agent, AgentConfig, AgentLimits, AgentResult
-from triforge.core.sandbox import ExecResult, KernelSandbox
 from triforge.core.tools import Tool, ToolSet, tool
 from triforge.cpagent.cell_hints import error_hint, install_note, strip_installs
 from triforge.cpagent.kernel_tools import explain_code, prove_code
 from triforge.cpagent.output import OutputError, key_errors, parse_solution
 from triforge.cpagent.program_run import Limits, run_python
-from triforge.cpagent.small_model import SmallModelAids
+from triforge.cpagent.small_model_aids import SmallModelAids
 from triforge.cpagent.task import CPTask, system_prompt, task_prompt
+from triforge.sandbox.kernel_sandbox import ExecResult, KernelSandbox
 
 
 @dataclass

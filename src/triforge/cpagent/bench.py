@@ -14,13 +14,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from triforge.confine.isolation import IsolationPolicy
+from triforge.confine.record import isolation_record
 from triforge.core import context
 from triforge.core.budget import Budget
-from triforge.core.executor import Executor, output_dir
-from triforge.core.executor import current as current_executor
-from triforge.core.isolation import IsolationPolicy
-from triforge.core.isolation_record import isolation_record
-from triforge.core.kernel_pool import KernelPool
 from triforge.core.llm import LLM
 from triforge.core.provenance import guard_run_dir, refuse_stale_items, stale_items
 from triforge.core.rundir import RunDir
@@ -29,6 +26,9 @@ from triforge.cpagent.bench_report import render_reports, summarize
 from triforge.cpagent.run_settings import bench_fingerprint, task_hash
 from triforge.cpagent.solve import FINAL, solve_task
 from triforge.cpagent.task import CPTask
+from triforge.executors.local import Executor, output_dir
+from triforge.executors.local import current as current_executor
+from triforge.sandbox.pool import KernelPool
 
 # Why a run has no result yet, as the report says it; each is run again on resume.
 UNFINISHED = {"endpoint_error": "failed at the endpoint", "budget_exceeded": "stopped by the budget",
@@ -90,7 +90,7 @@ def run_bench(
     """Run every (task, seed) not finished yet in `out`, then write results.json, report.md, report.html.
 
     `data` (the data set's path) is part of the settings; `fresh` moves earlier contents of `out` aside.
-    The runs fan out over `executor` (default: the current one, `triforge.core.executor.current`).
+    The runs fan out over `executor` (default: the current one, `triforge.executors.local.current`).
     """
     config = config or CPAgentConfig()
     temperature = config.temperature if seeds == 1 else (config.temperature if config.temperature is not None else 0.7)

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from triforge.core import proc
+from triforge.confine import proc
 from triforge.core.errors import UserError
 from triforge.cpagent import warm
 from triforge.cpagent.dataset import DatasetError, Problem

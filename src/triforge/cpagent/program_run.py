@@ -8,9 +8,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from triforge.core import proc
-from triforge.core.isolation import IsolationPolicy
-from triforge.core.sandbox_run import run_isolated
+from triforge.confine import proc
+from triforge.confine.isolation import IsolationPolicy
+from triforge.confine.run import run_isolated
 
 MEMORY_LIMIT_BYTES = 8 << 30
 FILE_SIZE_LIMIT_BYTES = 64 << 20

@@ -12,19 +12,19 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from triforge.confine.isolation import IsolationPolicy
+from triforge.confine.record import isolation_record, trace_isolation
 from triforge.core import context
 from triforge.core.budget import Budget
-from triforge.core.isolation import IsolationPolicy
-from triforge.core.isolation_record import isolation_record, trace_isolation
 from triforge.core.llm import LLM
 from triforge.core.provenance import guard_run_dir
 from triforge.core.rundir import RunDir
-from triforge.core.sandbox import KernelSandbox
 from triforge.core.trace import Tracer
-from triforge.core.trace_view import render_html
 from triforge.cpagent.agent import CPAgentConfig, fresh_run, run_cpagent
 from triforge.cpagent.run_settings import solve_fingerprint, task_hash
 from triforge.cpagent.task import CPTask
+from triforge.sandbox.kernel_sandbox import KernelSandbox
+from triforge.ui.trace_view import render_html
 
 # Statuses a resume does not redo. A budget stop, an endpoint failure or a harness error is not a result:
 # those runs are done again when the directory is resumed.

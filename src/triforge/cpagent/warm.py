@@ -20,8 +20,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from triforge.core import proc
-from triforge.core.sandbox_run import IsolatedProcess
+from triforge.confine.run import IsolatedProcess
+from triforge.core.tools import cap_text
 
 OUTPUT_LIMIT = 64_000
 
@@ -37,7 +37,7 @@ class WarmResult:
 def _read(path: Path) -> str:
     if not path.is_file():
         return ""
-    text, _ = proc.cap_text(path.read_text(errors="replace"), OUTPUT_LIMIT)
+    text, _ = cap_text(path.read_text(errors="replace"), OUTPUT_LIMIT)
     return text
 
 

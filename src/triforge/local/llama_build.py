@@ -176,7 +176,7 @@ def self_check(model: Path, *, timeout_s: float = 180.0, python: str = sys.execu
     Catches a llama.cpp build that crashes on this CPU before a run finds out. A success is remembered
     (per model file and llama.cpp library), so a second `triforge local install` returns at once.
     """
-    from triforge.core.proc import run
+    from triforge.confine.proc import run
 
     stamp_file = local_dir() / "self-check.json"
     key = {"model": str(model), "model_mtime_ns": model.stat().st_mtime_ns, "library": _llama_library_id(python)}

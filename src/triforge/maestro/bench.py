@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from triforge.core.errors import UserError
 from triforge.maestro.benchmarks.base import Example, MetricResult
-from triforge.maestro.executor import ProgramRun, Retriever
+from triforge.maestro.interpreter import ProgramRun, Retriever
 from triforge.maestro.program import Program
 
 

@@ -22,11 +22,11 @@ from typing import Any
 
 from triforge.core import context
 from triforge.core.context import EndpointLimits
-from triforge.core.executor import TaskFailed
-from triforge.core.executor import current as current_executor
 from triforge.core.provenance import content_hash
+from triforge.executors.local import TaskFailed
+from triforge.executors.local import current as current_executor
 from triforge.maestro.benchmarks.base import Example, MetricResult
-from triforge.maestro.executor import Executor, Models, ProgramRun, Retriever
+from triforge.maestro.interpreter import Executor, Models, ProgramRun, Retriever
 from triforge.maestro.program import Program
 
 Metric = Callable[[Example, ProgramRun], MetricResult]
@@ -222,7 +222,7 @@ def evaluate(program: Program, examples: Sequence[Example], metric: Metric, mode
 
     `hash_example` gives the content a result depends on (a benchmark whose inputs only name the data,
     like CP-Bench's, hashes the data itself). Examples not served by `store` fan out over the current
-    executor (`triforge.core.executor.current`); results are stored here, in the caller's process.
+    executor (`triforge.executors.local.current`); results are stored here, in the caller's process.
     """
     executor = Executor(program, models, retrievers)
     hashes = {ex.id: hash_example(ex) for ex in examples}

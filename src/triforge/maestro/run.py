@@ -24,7 +24,7 @@ from triforge.core.provenance import (
 from triforge.core.rundir import RunDir
 from triforge.maestro.bench import Benchmark, open_benchmark
 from triforge.maestro.evaluate import EvalReport, ExampleResult, ResultStore, evaluate, example_hash
-from triforge.maestro.executor import Models, model_for
+from triforge.maestro.interpreter import Models, model_for
 from triforge.maestro.program import Program
 
 

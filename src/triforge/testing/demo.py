@@ -7,18 +7,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from triforge.confine.proc import run as run_proc
 from triforge.core import context
 from triforge.core.budget import Budget, BudgetLimits
 from triforge.core.config import ModelConfig
 from triforge.core.errors import Submitted
 from triforge.core.llm import OpenAICompatLLM
-from triforge.core.proc import run as run_proc
 from triforge.core.react import Agent, AgentConfig, AgentLimits, AgentResult
 from triforge.core.rundir import RunDir
 from triforge.core.tools import tool
 from triforge.core.trace import Tracer
-from triforge.core.trace_view import render_html
 from triforge.testing.fake_server import FakeOpenAIServer
+from triforge.ui.trace_view import render_html
 
 TASK = "What is the sum of the squares of the integers from 1 to 100? Compute it with Python, then submit it."
 CODE = "print(sum(i * i for i in range(1, 101)))"

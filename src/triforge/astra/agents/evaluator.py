@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from triforge.astra.worker import Worker, require_isolation
-from triforge.core import executor
-from triforge.core.executor import visible_gpus
-from triforge.core.isolation import IsolationUnavailable
+from triforge.confine.isolation import IsolationUnavailable
 from triforge.core.rundir import write_json_atomic
+from triforge.executors import local as executor
+from triforge.executors.local import visible_gpus
 
 
 @dataclass

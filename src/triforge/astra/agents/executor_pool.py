@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from triforge.astra.agents.evaluator import EvalJob, run_job
+from triforge.confine.isolation import IsolationUnavailable
 from triforge.core.errors import UserError
-from triforge.core.executor import Executor, assigned_gpu
-from triforge.core.isolation import IsolationUnavailable
+from triforge.executors.local import Executor, assigned_gpu
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,10 @@ from triforge.astra.agents.roles import ROLES, SINGLE, Plan, Roles, Seen, small_
 from triforge.astra.agents.state import RunState
 from triforge.astra.lab import CheckResult, geomean
 from triforge.astra.task import get_task
+from triforge.confine.isolation import IsolationPolicy
+from triforge.confine.record import trace_isolation
 from triforge.core import context
 from triforge.core.errors import BudgetExceeded, UserError
-from triforge.core.isolation import IsolationPolicy
-from triforge.core.isolation_record import trace_isolation
 from triforge.core.llm import LLM
 from triforge.core.rundir import write_json_atomic
 from triforge.core.trace import Tracer

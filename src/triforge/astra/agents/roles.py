@@ -21,7 +21,7 @@ from triforge.core.errors import BudgetExceeded, FormatError, Submitted
 from triforge.core.llm import LLM
 from triforge.core.policy import LoopPolicy
 from triforge.core.react import Agent, AgentConfig, AgentLimits
-from triforge.core.small_model import SmallModelPolicy
+from triforge.core.small_model_policy import SmallModelPolicy
 from triforge.core.tools import Tool
 
 ROLES = ("testing", "profiling", "planning", "coding")

@@ -13,7 +13,7 @@ from typing import Any
 from triforge.core.errors import EndpointError
 from triforge.maestro.benchmarks.base import Example
 from triforge.maestro.evaluate import ExampleResult, Metric, evaluate
-from triforge.maestro.executor import Models, NodeError, Retriever, model_for
+from triforge.maestro.interpreter import Models, NodeError, Retriever, model_for
 from triforge.maestro.optimize.ledger import Ledger, LedgerLLM
 from triforge.maestro.program import Program
 

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from triforge.core.errors import EndpointError, UserError
-from triforge.core.executor import current as current_executor
 from triforge.core.llm import LLM
 from triforge.core.rundir import RunDir, write_json_atomic
+from triforge.executors.local import current as current_executor
 from triforge.maestro.benchmarks.base import Example
 from triforge.maestro.evaluate import ExampleResult, Metric
-from triforge.maestro.executor import Models, Retriever
+from triforge.maestro.interpreter import Models, Retriever
 from triforge.maestro.optimize.ledger import Ledger, LedgerLLM
 from triforge.maestro.optimize.proposals import Proposal, RunLog
 from triforge.maestro.optimize.report import report_html, report_md

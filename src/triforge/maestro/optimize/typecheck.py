@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 
-from triforge.maestro.executor import NodeError, resolve_fn
+from triforge.maestro.interpreter import NodeError, resolve_fn
 from triforge.maestro.nodes import ToolNode, ValidateNode
 from triforge.maestro.program import Program, ProgramError
 

@@ -1,0 +1,1 @@
+"""What people read while and after a run: live progress lines and the trace's summary and HTML view."""

@@ -1,0 +1,192 @@
+"""run_isolated: one-shot programs under the isolation policy, their limits, and the refusal when it cannot hold."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox_support import live_descendants, processes_with, wait_until
+from triforge.confine import isolation
+from triforge.confine.isolation import IsolationPolicy, IsolationUnavailable
+from triforge.confine.proc import ProcLimits
+from triforge.confine.run import run_isolated, verified
+
+
+def _py(tmp_path: Path, code: str, **kw):
+    (tmp_path / "prog.py").write_text(code)
+    return run_isolated([sys.executable, "-I", "prog.py"], workdir=tmp_path, timeout=kw.pop("timeout", 20), **kw)
+
+
+def test_output_stdin_exit_code_and_workdir(tmp_path):
+    run = _py(tmp_path, "import os, sys\nprint(sys.stdin.read().upper(), os.getcwd())\nopen('out', 'w').write('k')\n"
+                        "sys.exit(3)", input="hello")
+    r = run.result
+    assert r.returncode == 3 and r.stdout.split() == ["HELLO", str(tmp_path.resolve())]
+    assert (tmp_path / "out").read_text() == "k"
+    assert r.cmd[0] == sys.executable and "private /tmp" in run.isolation
+
+
+def test_environment_is_scrubbed_by_default(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-leak")
+    r = _py(tmp_path, "import os\nprint(sorted(os.environ))").result
+    assert "OPENAI_API_KEY" not in r.stdout and "'HOME'" in r.stdout
+
+
+@pytest.mark.parametrize(("code", "limits", "check"), [
+    ("while True: pass", ProcLimits(), lambda r: r.timed_out),
+    ("b = bytearray(2 << 30)", ProcLimits(memory_mb=512), lambda r: r.returncode != 0 and "MemoryError" in r.stderr),
+    ("import os\nwhile True:\n    os.fork()", ProcLimits(max_processes=64), lambda r: r.timed_out or r.returncode),
+    ("while True: print('y' * 1000)", ProcLimits(), lambda r: r.timed_out and r.stdout_truncated),
+    ("import os\nos.kill(os.getpid(), 11)", ProcLimits(), lambda r: r.returncode != 0),
+])
+def test_hostile_programs_end_within_the_deadline_and_leave_nothing(tmp_path, code, limits, check):
+    before = live_descendants()
+    t0 = time.monotonic()
+    r = _py(tmp_path, code, timeout=3, limits=limits, output_limit=10_000).result
+    assert time.monotonic() - t0 < 3 + 5 and check(r), (r.returncode, r.stderr[-500:])
+    assert wait_until(lambda: live_descendants() <= before)
+
+
+def test_an_escaped_daemon_is_killed(tmp_path):
+    marker = "765.4321"
+    r = _py(tmp_path, f"import subprocess\nsubprocess.run('setsid sleep {marker} > /dev/null 2>&1 &', shell=True)").result
+    assert r.returncode == 0
+    assert wait_until(lambda: processes_with(marker) == [])
+
+
+def test_workdir_under_the_hidden_home_stays_writable(tmp_path):
+    work = Path.home() / f".triforge-run-test-{os.getpid()}"
+    work.mkdir()
+    try:
+        r = _py(work, "open('x', 'w').write('1')\nimport os\nprint(os.listdir(os.path.expanduser('~')))").result
+        assert r.returncode == 0 and (work / "x").read_text() == "1"
+    finally:
+        for f in work.iterdir():
+            f.unlink()
+        work.rmdir()
+
+
+def test_read_only_widening_shows_a_hidden_path(tmp_path):
+    data = Path.home() / f".triforge-data-test-{os.getpid()}"
+    data.mkdir()
+    (data / "d.txt").write_text("data")
+    try:
+        code = f"print(open({str(data / 'd.txt')!r}).read())\nopen({str(data / 'w')!r}, 'w')"
+        hidden = _py(tmp_path, code).result
+        assert hidden.returncode != 0 and "data" not in hidden.stdout
+        shown = _py(tmp_path, code, policy=IsolationPolicy(read_only=(str(data),))).result
+        assert shown.stdout.strip() == "data" and "Read-only file system" in shown.stderr
+        assert not (data / "w").exists()
+    finally:
+        for f in data.iterdir():
+            f.unlink()
+        data.rmdir()
+
+
+def test_refused_where_nothing_isolates_unless_turned_off(tmp_path, monkeypatch):
+    monkeypatch.setattr(isolation, "mechanism", lambda: isolation.Mechanism("none", why_not="test: disabled"))
+    with pytest.raises(IsolationUnavailable, match="test: disabled"):
+        _py(tmp_path, "print(1)")
+    run = _py(tmp_path, "print(1)", policy=IsolationPolicy(enabled=False))
+    assert run.result.stdout.strip() == "1" and "NOT isolated" in run.isolation
+
+
+def test_a_confinement_step_that_fails_refuses_the_run(tmp_path, monkeypatch):
+    real = isolation.filesystem_spec
+
+    def impossible(policy, writable):
+        fs = real(policy, writable)
+        fs["keep_rw"].append("/nonexistent-triforge-test")  # a writable path that is not there
+        return fs
+
+    monkeypatch.setattr(isolation, "filesystem_spec", impossible)
+    with pytest.raises(IsolationUnavailable, match="filesystem not confined"):
+        _py(tmp_path, "print('ran')")
+
+
+def test_verified_reads_the_policy_back():
+    iso = verified(IsolationPolicy())
+    assert iso.network_isolated and iso.pid_namespace and iso.private_tmp and iso.home_hidden
+    assert iso.capabilities_dropped and iso.writable_mounts is not None
+    assert not verified(IsolationPolicy(network=True)).network_isolated
+
+
+def test_the_launcher_never_mounts_in_the_namespace_it_was_started_in(tmp_path):
+    """Started without a mount namespace of its own (by hand, or by a broken caller), the launcher must not
+    cover /tmp and the home of the namespace it runs in. Run in a throwaway mount namespace that the spec
+    calls the host's, so that a broken guard could not touch the real host's mounts."""
+    import json
+    import subprocess
+
+    (tmp_path / "work").mkdir()
+    launch = isolation.plan(IsolationPolicy(), tmp_path / "spec.json", writable=[str(tmp_path / "work")],
+                            one_shot=True)
+    spec = {**launch.spec, "cgroups": [], "rlimits": {}, "cwd": str(tmp_path / "work"), "exec_argv": ["true"]}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    pretend = ("import json, os, sys\np = sys.argv[1]\nspec = json.load(open(p))\n"
+               "spec['host_mount_namespace'] = os.readlink('/proc/self/ns/mnt')\njson.dump(spec, open(p, 'w'))\n"
+               f"os.execv(sys.executable, [sys.executable, {str(isolation.LAUNCHER)!r}, p])")
+    own_ns = ["--mount"] if os.geteuid() == 0 else ["--user", "--map-root-user", "--mount"]
+    done = subprocess.run([isolation.mechanism().unshare[0], *own_ns, sys.executable, "-c", pretend,
+                           str(tmp_path / "spec.json")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == isolation.CONFINEMENT_FAILED, done.stderr
+    assert "not in a private mount namespace" in done.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.isdir("/proc/driver"), reason="mounts a tmpfs inside /proc: root")
+def test_mounts_inside_the_hosts_proc_stay_on_the_new_proc(tmp_path):
+    """A container's view of /proc/driver/nvidia (the NVIDIA toolkit mounts one) must survive the sandbox's own
+    /proc, or CUDA cannot start there; the new /proc still shows only the sandbox's processes."""
+    import subprocess
+
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    script = f"""
+import subprocess, sys
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tfmark", "/proc/driver"], check=True)
+open("/proc/driver/marker", "w").write("kept by the container")
+sys.path.insert(0, {src!r})
+from triforge.confine.run import run_isolated
+r = run_isolated(["sh", "-c", "cat /proc/driver/marker; echo; ls /proc | grep -c '^[0-9]'"], workdir={str(tmp_path)!r},
+                 timeout=30)
+print(r.result.returncode, repr(r.result.stdout), r.result.stderr[-300:])
+"""
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable, "-c", script],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-500:]
+    rc, out = done.stdout.split(" ", 1)[0], done.stdout.split(" ", 1)[1]
+    assert rc == "0" and "kept by the container" in out, done.stdout
+    n_procs = int(out.split("\\n")[1])
+    assert n_procs < 10, f"the sandbox's /proc shows {n_procs} processes: not its own PID namespace"
+
+
+def test_own_proc_is_writable_but_the_kernels_knobs_are_not(tmp_path):
+    """CUDA names its threads through /proc/self/task/<tid>/comm and fails to start (error 304) on a read-only
+    /proc; the sandbox's own /proc must allow that, while /proc/sys and the like stay read-only."""
+    run = _py(tmp_path, """
+import ctypes, os, threading, time
+libc = ctypes.CDLL(None)
+t = threading.Thread(target=time.sleep, args=(1,)); t.start()
+print("setname", libc.pthread_setname_np(ctypes.c_ulong(t.ident), b"cuda-EvtHandlr"))
+print("named", open(f"/proc/self/task/{t.native_id}/comm").read().strip())
+t.join()
+for line in open("/proc/self/mountinfo"):
+    f = line.split()
+    if f[4] in ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq"):
+        print("mount", f[4], f[5].split(",")[0])
+for path in ("/proc/sys/kernel/hostname", "/proc/sys/vm/drop_caches"):
+    try:
+        open(path, "w").write("x")
+        print("wrote", path)
+    except OSError as exc:
+        print("refused", path, exc.errno)
+""")
+    out = run.result.stdout
+    assert "setname 0" in out and "named cuda-EvtHandlr" in out, out + run.result.stderr
+    assert "wrote" not in out, out
+    assert all(line.endswith(" ro") for line in out.splitlines() if line.startswith("mount")), out
+    if os.path.exists("/proc/sys"):
+        assert "mount /proc/sys ro" in out, out
