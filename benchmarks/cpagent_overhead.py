@@ -1,6 +1,6 @@
 """cpagent harness overhead and parallel bench speedup (scripted model / fake server; fixtures, not results).
 
-Run: .venv/bin/python benchmarks/cpagent_overhead.py [--data ../shared/data/dcp-bench-open] [--n 16]
+Run: .venv/bin/python benchmarks/cpagent_overhead.py [--data NAME|PATH (default: the bundled dcp-bench-open)] [--n 16]
 Writes benchmarks/results/cpagent-overhead-DATE.{json,md}.
 Targets (issue 4): harness overhead per problem (pooled sandbox, fresh-run check, grading; model time
 excluded) p50 <= 2 s; `bench --jobs 8` against a fake server taking 1 s per reply >= 6x faster than --jobs 1.
@@ -21,16 +21,16 @@ from triforge.core.config import ModelConfig
 from triforge.core.llm import OpenAICompatLLM
 from triforge.cpagent.bench import run_bench
 from triforge.cpagent.dataset import load_dataset
+from triforge.cpagent.reference_replies import reference_submitter
 from triforge.cpagent.refs import RefCache, reference_for
 from triforge.cpagent.solve import solve_task
 from triforge.cpagent.task import task_from_problem
 from triforge.sandbox.pool import KernelPool
-from triforge.testing.cp_scripts import reference_submitter
 from triforge.testing.fake_server import FakeOpenAIServer
 from triforge.testing.scripted import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parent
-DEFAULT_DATA = ROOT.parent.parent / "shared" / "data" / "dcp-bench-open"
+DEFAULT_DATA = "dcp-bench-open"  # the bundled set (triforge.data)
 
 
 def pick(problems, n):
@@ -78,7 +78,7 @@ def speedup(problems, delay: float, cells: int) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", type=Path, default=Path(os.environ.get("TRIFORGE_CPBENCH", DEFAULT_DATA)))
+    ap.add_argument("--data", default=os.environ.get("TRIFORGE_CPBENCH", DEFAULT_DATA))
     ap.add_argument("--n", type=int, default=16)
     ap.add_argument("--delay", type=float, default=1.0)
     ap.add_argument("--cells", type=int, nargs="+", default=[1, 4],

@@ -1,6 +1,6 @@
 """CP-Bench harness speed: every reference on every instance, and the cost of grading one solution.
 
-    .venv/bin/python benchmarks/cpbench_refs.py --data ../shared/data/dcp-bench-open [--jobs 2]
+    .venv/bin/python benchmarks/cpbench_refs.py --data dcp-bench-open [--jobs 2]
         [--instances all|default] [--skip-refs] [--corpus tests/cpagent/corpus | --no-corpus] [--corpus-only]
         [--out benchmarks/results]
 
@@ -164,7 +164,8 @@ def render_md(rep: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", help="DCP-Bench-Open checkout (needed unless --corpus-only)")
+    ap.add_argument("--data", help="A data set name (dcp-bench-open) or a DCP-Bench-Open checkout (needed unless "
+                    "--corpus-only)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--instances", choices=("all", "default"), default="all")
     ap.add_argument("--problem", action="append", default=None)

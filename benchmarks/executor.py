@@ -2,10 +2,10 @@
 
 1. Per-task overhead: one no-op task at a time (round trip, p50/p90) and a batch of no-op tasks (wall per
    task), on the local pool and on a local Ray instance (2 CPUs, loopback).
-2. Ledger round trip: one reservation plus one charge asked of the ledger actor from a worker (what every
+2. Budget round trip: one reservation plus one charge asked of the budget actor from a worker (what every
    LLM call costs on Ray when the run has a budget), and the bytes of trace per LLM span.
    The same pair on the local pool's `Budget` (which reserves too), alone and with 8 threads at once; and a
-   task call of `maestro optimize` on Ray: reserve + charge with the search ledger hosted in the actor.
+   task call of `maestro optimize` on Ray: reserve + charge with the search budget hosted in the actor.
 3. Scaling: a fake-model `cpagent bench` (the fake server submits each problem's reference model after a
    fixed model delay) with 1 then 2 tasks in flight, on Ray and on the local pool.
 4. `maestro optimize` on the simulated bed (in-process task model, so only the search's own cost shows),
@@ -13,7 +13,7 @@
 
     .venv/bin/python benchmarks/executor.py [--problems 6] [--delay 0.3] [--out benchmarks/results]
 
-Needs the ray extra and ../shared/data/dcp-bench-open. The machine is shared: read the ratios.
+Needs the ray extra; reads the bundled dcp-bench-open. The machine is shared: read the ratios.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from triforge.executors.local import LocalPool
 from triforge.testing.fake_server import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "dcp-bench-open"
+DATA = "dcp-bench-open"  # the bundled set (triforge.data)
 
 
 def noop(x: int) -> int:
@@ -56,13 +56,13 @@ def ledger_round_trips(n: int) -> list[float]:
 
 
 def search_ledger_round_trips(item: tuple[Any, int]) -> list[float]:
-    """Seconds per reserve_call + charge_usage on a hosted search ledger (runs on a worker)."""
+    """Seconds per reserve_call + charge on a hosted search budget (runs on a worker)."""
     ledger, n = item
     out = []
     for _ in range(n):
         t0 = time.perf_counter()
         ledger.reserve_call("task")
-        ledger.charge_usage(1, 1, 0.0, False)
+        ledger.charge(calls=0, input_tokens=1, output_tokens=1)
         out.append(time.perf_counter() - t0)
     return out
 
@@ -87,13 +87,13 @@ def local_budget_pairs(threads: int, n: int) -> list[float]:
 def bench_optimize(ex: Any) -> dict[str, Any]:
     from triforge.executors import local as executor_mod
     from triforge.maestro.optimize.runner import Task, optimize
-    from triforge.maestro.optimize.state import OptimizeSettings
+    from triforge.maestro.optimize.state import ProgramOptimizeSettings
     from triforge.maestro.sim_bed import TOOLS, VALIDATORS, SimLM, sim_tasks
-    from triforge.testing.sim_reflection import SimReflection
+    from triforge.maestro.sim_reflection import SimReflection
 
     t = sim_tasks()[4]
     task = Task("sim", t.program, t.split("train"), t.split("val"), t.split("test"), t.metric, t.retrievers())
-    settings = OptimizeSettings(budget=120, tools=TOOLS, validators=VALIDATORS, patience=30, seed=7)
+    settings = ProgramOptimizeSettings(budget=120, tools=TOOLS, validators=VALIDATORS, patience=30, seed=7)
     with executor_mod.use(ex):
         s = optimize("maestro", task, SimLM(), SimReflection(), settings, None, jobs=2)
     return {"wall_s": s["wall_s"], "best_hash": s["best_hash"], "rollouts": s["spent"]["search_rollouts"] +
@@ -122,8 +122,8 @@ def overhead(ex: Any, rounds: int, batch: int) -> dict[str, float]:
 def bench_scaling(ex: Any, problems: int, delay: float) -> dict[str, Any]:
     from triforge.cpagent.bench import run_bench
     from triforge.cpagent.dataset import load_dataset
+    from triforge.cpagent.reference_replies import reference_submitter
     from triforge.cpagent.task import task_from_problem
-    from triforge.testing.cp_scripts import reference_submitter
 
     probs = load_dataset(DATA)[:problems]
     tasks = [task_from_problem(p) for p in probs]
@@ -175,9 +175,9 @@ def main() -> None:
     with context.use(budget=Budget(BudgetLimits(max_calls=10**9))):
         [trips] = rex.map(ledger_round_trips, [200], jobs=1)
     res["ledger_round_trip_ms"] = {"p50": 1e3 * statistics.median(trips), "p90": 1e3 * pct(trips, 0.9)}
-    from triforge.maestro.optimize.ledger import Ledger
+    from triforge.maestro.optimize.budget import search_budget
 
-    [strips] = rex.map(search_ledger_round_trips, [(rex.host(Ledger(max_calls=10**9)), 200)], jobs=1)
+    [strips] = rex.map(search_ledger_round_trips, [(rex.host(search_budget(max_calls=10**9)), 200)], jobs=1)
     res["search_ledger_round_trip_ms"] = {"p50": 1e3 * statistics.median(strips), "p90": 1e3 * pct(strips, 0.9)}
     res["local_budget_pair_us"] = {}
     for threads in (1, 8):
@@ -200,9 +200,9 @@ def main() -> None:
     for key, label in (("single_p50_ms", "one task round trip, p50 (ms)"), ("single_p90_ms", "one task, p90 (ms)"),
                        ("batch_per_task_ms", f"batch of {args.batch}, wall per task (ms)")):
         md.append(f"| {label} | {o['local'][key]:.2f} | {o['ray'][key]:.2f} |")
-    md += ["", f"Ledger reserve + charge from a worker: p50 {res['ledger_round_trip_ms']['p50']:.2f} ms, "
-           f"p90 {res['ledger_round_trip_ms']['p90']:.2f} ms. The same with the search ledger of `maestro optimize` "
-           f"hosted in the actor (reserve_call + charge_usage): p50 {res['search_ledger_round_trip_ms']['p50']:.2f} "
+    md += ["", f"Budget reserve + charge from a worker: p50 {res['ledger_round_trip_ms']['p50']:.2f} ms, "
+           f"p90 {res['ledger_round_trip_ms']['p90']:.2f} ms. The same with the search budget of `maestro optimize` "
+           f"hosted in the actor (reserve_call + charge): p50 {res['search_ledger_round_trip_ms']['p50']:.2f} "
            f"ms, p90 {res['search_ledger_round_trip_ms']['p90']:.2f} ms.", "",
            "Local pool `Budget` check (a reservation) + charge, per call: " + ", ".join(
                f"{k[7:]} thread(s) p50 {v['p50']:.1f} us, p90 {v['p90']:.1f} us"

@@ -1,6 +1,6 @@
 """Agreement of triforge's offline IFBench checkers with the official verdicts.
 
-Reads IFBench_test.jsonl and sample_verdicts.jsonl (default ../shared/data/ifbench, or
+Reads IFBench_test.jsonl and sample_verdicts.jsonl (default: the bundled ifbench set, or
 $TRIFORGE_IFBENCH, or the folder given as the first argument), scores every sampled
 response in strict and loose mode, prints the per-type agreement table and writes
 benchmarks/results/ifbench-agreement-<date>.{json,md}.

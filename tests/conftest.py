@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from pathlib import Path
 
 import pytest
 
@@ -70,11 +69,11 @@ def _no_ambient_model_config(monkeypatch, tmp_path_factory):
         monkeypatch.delenv(var, raising=False)
 
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
-
-@pytest.fixture(scope="session")
-def shared_data() -> Path:
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared data not found at {SHARED_DATA}")
-    return SHARED_DATA
+@pytest.fixture(autouse=True)
+def _no_ambient_data(monkeypatch, tmp_path_factory):
+    """Tests read the bundled data sets: the user's fetched sets and data variables stay out."""
+    home = tmp_path_factory.getbasetemp() / "triforge_data_home"
+    monkeypatch.setenv("TRIFORGE_DATA_HOME", str(home))
+    for var in ("TRIFORGE_CPBENCH", "TRIFORGE_IFBENCH", "TRIFORGE_HOTPOTQA", "TRIFORGE_HOTPOTQA_CORPUS",
+                "TRIFORGE_DATA_URL"):
+        monkeypatch.delenv(var, raising=False)

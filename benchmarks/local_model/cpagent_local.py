@@ -1,7 +1,7 @@
 """cpagent with the real local model on CP-Bench problems, with and without the fresh-run check before submit.
 
 Run (after `triforge local install`; not in CI, hours on 2 cores):
-    .venv/bin/python benchmarks/local_model/cpagent_local.py --data ../shared/data/dcp-bench-open \
+    .venv/bin/python benchmarks/local_model/cpagent_local.py --data dcp-bench-open \
         [--out runs/local-cpagent] [--max-steps 6] [--max-wall 900] [--no-auto-submit] [--resample-repeats 1] \
         [--no-preload] [--length-hint] [--cell-hints] [--forget-repeats] [--stop-after-min 90] [--report-only]
 
@@ -35,9 +35,9 @@ from triforge.core import context
 from triforge.core.cache import open_cache
 from triforge.core.llm import get_llm
 from triforge.core.react import AgentLimits
-from triforge.cpagent.agent import PRELOAD_IMPORTS, CPAgentConfig
+from triforge.cpagent.agent import CPAgentConfig
 from triforge.cpagent.dataset import load_dataset
-from triforge.cpagent.small_model_aids import SmallModelAids
+from triforge.cpagent.small_model_aids import PRELOAD_IMPORTS, SmallModelAids
 from triforge.cpagent.solve import solve_task
 from triforge.cpagent.task import task_from_problem
 from triforge.local.install import DEFAULT_MODEL, installed_model

@@ -1,6 +1,6 @@
 """Does forgetting a repeated call change what the local model solves? The measurement's check arm, re-run with it.
 
-    .venv/bin/python benchmarks/local_model/forget_ab.py --data ../shared/data/dcp-bench-open \
+    .venv/bin/python benchmarks/local_model/forget_ab.py --data dcp-bench-open \
         [--problem ID ...] [--from-runs runs/local-cpagent/check --limit 20] [--max-steps 6] \
         [--out runs/local-forget] [--cache runs/local-cpagent/responses.sqlite]
 

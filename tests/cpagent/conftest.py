@@ -14,16 +14,15 @@ import pytest
 
 from triforge.cpagent.dataset import Problem, load_dataset
 from triforge.cpagent.refs import RefResult, run_references
+from triforge.data import get
 
 SLOW = {"cmo_2012"}  # header `# Timeout: 120`
 
 
 @pytest.fixture(scope="session")
-def cpbench_dir(shared_data: Path) -> Path:
-    path = shared_data / "dcp-bench-open"
-    if not path.is_dir():
-        pytest.skip(f"CP-Bench data not found at {path}")
-    return path
+def cpbench_dir() -> Path:
+    """The bundled DCP-Bench-Open (a zip in the upstream layout), as a path the CLI's --data takes."""
+    return get("dcp-bench-open").path()
 
 
 @pytest.fixture(scope="session")

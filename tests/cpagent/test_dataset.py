@@ -10,6 +10,7 @@ import pytest
 
 from triforge.core.errors import UserError
 from triforge.cpagent.dataset import DatasetError, load_dataset, load_problem, substitute_data
+from triforge.data import get
 
 MODEL = '''#!/usr/bin/python3
 # Category: toy
@@ -112,7 +113,7 @@ def test_unknown_id_names_the_closest(tmp_path):
 
 def test_real_dataset_has_101_problems_with_consistent_fields(problems, cpbench_dir):
     assert len(problems) == 101
-    original = json.loads((cpbench_dir / "original_ids.json").read_text())
+    original = json.loads((get("dcp-bench-open").root / "original_ids.json").read_text())
     assert set(problems) == set(original)
     # original_ids.json marks four problems as satisfaction problems, but their texts ask for an optimum
     # and their references have an objective: the loader follows the model (and the text).

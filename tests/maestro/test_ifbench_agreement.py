@@ -1,4 +1,4 @@
-"""Our offline checkers agree with the official IFBench verdicts on the shared sample."""
+"""Our offline checkers agree with the official IFBench verdicts on the bundled sample."""
 
 from __future__ import annotations
 
@@ -9,11 +9,8 @@ from triforge.maestro.benchmarks.ifbench.agreement import load_verdicts, measure
 
 
 @pytest.fixture(scope="module")
-def report(shared_data):
-    folder = shared_data / "ifbench"
-    if not (folder / "sample_verdicts.jsonl").is_file():
-        pytest.skip(f"IFBench sample verdicts not found under {folder}")
-    return measure_agreement(load_ifbench(folder), load_verdicts(folder))
+def report():
+    return measure_agreement(load_ifbench("ifbench"), load_verdicts("ifbench"))
 
 
 @pytest.mark.parametrize("mode", ["strict", "loose"])
@@ -28,15 +25,14 @@ def test_every_sampled_type_is_reported(report):
         assert sum(t for _, t in report.by_type[mode].values()) == report.total[mode]
 
 
-def test_loose_differs_from_strict_somewhere_in_the_sample(report, shared_data):
+def test_loose_differs_from_strict_somewhere_in_the_sample(report):
     # The official sample has instructions that fail strictly but pass loosely; we must too.
     from triforge.maestro.benchmarks.ifbench import score_response
     from triforge.maestro.benchmarks.ifbench.loader import PromptIndex
 
-    folder = shared_data / "ifbench"
-    index = PromptIndex(load_ifbench(folder))
+    index = PromptIndex(load_ifbench())
     flips = 0
-    for row in load_verdicts(folder):
+    for row in load_verdicts():
         ex = index.lookup(row["prompt"])
         strict, loose = (
             score_response(ex, row["response"], "strict"),
@@ -47,13 +43,10 @@ def test_loose_differs_from_strict_somewhere_in_the_sample(report, shared_data):
     assert flips >= 5
 
 
-def test_every_instruction_type_in_the_benchmark_has_a_checker_and_valid_kwargs(shared_data):
+def test_every_instruction_type_in_the_benchmark_has_a_checker_and_valid_kwargs():
     from triforge.maestro.benchmarks.ifbench import CHECKERS, score_response
 
-    folder = shared_data / "ifbench"
-    if not (folder / "IFBench_test.jsonl").is_file():
-        pytest.skip(f"IFBench test file not found under {folder}")
-    examples = load_ifbench(folder)
+    examples = load_ifbench()  # the bundled set
     assert len(examples) == 300
     ids = {i for e in examples for i in e.instruction_id_list}
     assert len(ids) == 58 and ids <= set(CHECKERS)

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from triforge.cli.maestro_score import score
 from triforge.core.errors import UserError
+from triforge.data import get, read_text
 
 ROWS = [
     {
@@ -128,16 +129,13 @@ def test_missing_files_unknown_bench_and_bad_mode(app, data, tmp_path):
         assert "\n" not in str(result.exception)
 
 
-def test_scoring_the_official_sample_file_reproduces_its_verdicts(app, shared_data):
-    folder = shared_data / "ifbench"
-    sample = folder / "sample_verdicts.jsonl"
-    if not sample.is_file():
-        pytest.skip(f"IFBench sample verdicts not found under {folder}")
+@pytest.mark.parametrize("data", [[], ["--data", "ifbench"]], ids=["bundled-default", "by-name"])
+def test_scoring_the_official_sample_file_reproduces_its_verdicts(app, tmp_path, data):
+    sample = tmp_path / "sample_verdicts.jsonl"  # the bundled file, uncompressed, as a user's responses file
+    sample.write_text(read_text(get("ifbench").path("verdicts")), encoding="utf-8")
     official = [json.loads(line) for line in sample.read_text(encoding="utf-8").splitlines() if line.strip()]
     for mode in ("strict", "loose"):
-        result = _run(
-            app, "--bench", "ifbench", "--responses", str(sample), "--data", str(folder), "--mode", mode
-        )
+        result = _run(app, "--bench", "ifbench", "--responses", str(sample), *data, "--mode", mode)
         assert result.exit_code == 0, result.output
         ours = [json.loads(line) for line in result.output.splitlines()]
         assert len(ours) == len(official)

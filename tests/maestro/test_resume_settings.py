@@ -12,11 +12,12 @@ import pytest
 from triforge.core.config import ModelConfig
 from triforge.core.llm import OpenAICompatLLM
 from triforge.core.provenance import StaleResults
+from triforge.data import get
+from triforge.maestro.placeholder_replies import reply
 from triforge.maestro.run import evaluate_to_dir
 from triforge.testing.fake_server import FakeOpenAIServer
-from triforge.testing.maestro_replies import reply
 
-MINI = Path(__file__).resolve().parents[2] / "src" / "triforge" / "maestro" / "data" / "hotpotqa_mini"
+MINI = get("hotpotqa-mini").root
 
 
 def llm(srv: FakeOpenAIServer, model: str = "model-a", **cfg) -> OpenAICompatLLM:

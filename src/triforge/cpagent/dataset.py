@@ -5,16 +5,23 @@ The model file starts with `# Category:`, `# Source:` and optionally `# Timeout:
 (the problem text), then an optional `# Data` ... `# End of data` block (the default instance), then a
 reference CPMpy model that prints one JSON object. The `.json` file is a list of instances (the first is
 the default); problems without a data block have an empty list and a single implicit instance.
+
+Where the data is comes from `triforge.data.resolve_path`: a set's name (the bundled `dcp-bench-open`, the
+default, or one fetched), else a path to a checkout of the repository, its `dataset/` folder, or a zip of the
+repository (the bundled set is one; so is GitHub's archive, whose files sit under one top folder).
 """
 
 from __future__ import annotations
 
 import ast
 import difflib
+import io
 import json
 import re
 import warnings
+import zipfile
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +32,7 @@ MODEL_SUFFIX = ".cpmpy.py"
 _HEADER = re.compile(r"^#\s*(Category|Source|Timeout)\s*:\s*(.*?)\s*$", re.MULTILINE)
 _DATA_START = "# Data"
 _DATA_END = "# End of data"
+Folder = Path | zipfile.Path  # a problem folder on disk or inside a zip
 
 
 class DatasetError(UserError):
@@ -284,7 +292,7 @@ def _docstring(tree: ast.Module) -> str:
     return ""
 
 
-def parse_problem(folder: Path) -> Problem:
+def parse_problem(folder: Folder) -> Problem:
     pid = folder.name
     model_path = folder / f"{pid}{MODEL_SUFFIX}"
     inst_path = folder / f"{pid}.json"
@@ -339,15 +347,20 @@ def parse_problem(folder: Path) -> Problem:
         output_keys=keys,
         is_optimization=sense is not None,
         objective_sense=sense,
-        path=model_path,
+        path=Path(str(model_path)),
     )
 
 
-def dataset_dir(path: str | Path) -> Path:
-    """Accept the repository root (holding `dataset/`) or the `dataset/` folder itself."""
-    root = Path(path).expanduser()
+def dataset_dir(path: str | Path | None) -> Folder:
+    """The `dataset/` folder of a set's name (None: the default) or of a path: a checkout (holding `dataset/`),
+    the `dataset/` folder itself, or a zip of either."""
+    from triforge.data import resolve_path
+
+    root = resolve_path(path, "cpbench")
     if not root.exists():
         raise DatasetError(f"{root}: no such folder; pass --data pointing at a DCP-Bench-Open checkout")
+    if root.is_file():
+        return _zip_dataset(root)
     if (root / "dataset").is_dir():
         return root / "dataset"
     if root.is_dir() and any((d / f"{d.name}{MODEL_SUFFIX}").is_file() for d in root.iterdir() if d.is_dir()):
@@ -355,19 +368,41 @@ def dataset_dir(path: str | Path) -> Path:
     raise DatasetError(f"{root}: neither holds dataset/<id>/<id>{MODEL_SUFFIX} nor is such a dataset folder")
 
 
-def problem_ids(path: str | Path) -> list[str]:
+@lru_cache(maxsize=4)
+def _zip_bytes(path: str, size: int, mtime_ns: int) -> zipfile.ZipFile:
+    """The zip read into memory once (keyed by its size and time): no shared file offset across forks."""
+    with open(path, "rb") as fh:
+        zf = zipfile.ZipFile(io.BytesIO(fh.read()))
+    zf.filename = path  # names the members' paths in messages
+    return zf
+
+
+def _zip_dataset(path: Path) -> zipfile.Path:
+    try:
+        st = path.stat()
+        zf = _zip_bytes(str(path), st.st_size, st.st_mtime_ns)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise DatasetError(f"{path}: not a readable zip of a DCP-Bench-Open checkout ({e})") from None
+    top = zipfile.Path(zf)
+    for base in [top, *(d for d in top.iterdir() if d.is_dir())]:  # GitHub archives: <repo>-<ref>/dataset/
+        if (base / "dataset").is_dir():
+            return base / "dataset"
+    raise DatasetError(f"{path}: the zip holds no dataset/<id>/<id>{MODEL_SUFFIX} (at its top or under one folder)")
+
+
+def problem_ids(path: str | Path | None = None) -> list[str]:
     return sorted(d.name for d in dataset_dir(path).iterdir() if d.is_dir() and not d.name.startswith((".", "_")))
 
 
-def load_dataset(path: str | Path, ids: list[str] | None = None) -> list[Problem]:
-    """All problems under `path` (or those in `ids`), sorted by id."""
+def load_dataset(path: str | Path | None = None, ids: list[str] | None = None) -> list[Problem]:
+    """All problems under `path` (a set's name or a path; None: the bundled set), or those in `ids`, by id."""
     if ids:
         return [load_problem(path, pid) for pid in ids]
     folder = dataset_dir(path)
     return [parse_problem(folder / pid) for pid in problem_ids(path)]
 
 
-def load_problem(path: str | Path, problem_id: str) -> Problem:
+def load_problem(path: str | Path | None, problem_id: str) -> Problem:
     folder = dataset_dir(path)
     if not (folder / problem_id).is_dir():
         close = difflib.get_close_matches(problem_id, problem_ids(path), n=3, cutoff=0.5)

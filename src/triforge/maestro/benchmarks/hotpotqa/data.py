@@ -1,4 +1,7 @@
-"""HotpotQA loaders (official JSON files, the Hugging Face export, the shipped mini set) and splits.
+"""HotpotQA loaders (official JSON files, the Hugging Face export, the bundled sets) and splits.
+
+Bundled: `hotpotqa-mini` (alias `mini`, the default: 20 made-up questions and their own 60 abstracts) and
+`hotpotqa-hard-500` (500 real questions; their 4,960 context paragraphs are the retrieval corpus).
 
 Records become `Example(id, inputs={"question"}, gold={"answer", "titles", "type", "level"})`, where
 `titles` are the gold (supporting-fact) document titles in first-mention order.
@@ -9,11 +12,12 @@ from __future__ import annotations
 import json
 import os
 import random
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from triforge.core.errors import UserError
+from triforge.data import get, lookup, read_text
+from triforge.data import resolve_path as resolve_data_path
 from triforge.maestro.benchmarks.base import Example
 from triforge.maestro.bm25 import Passage, load_corpus
 
@@ -21,10 +25,6 @@ ENV_VAR = "TRIFORGE_HOTPOTQA"
 CORPUS_ENV_VAR = "TRIFORGE_HOTPOTQA_CORPUS"
 SPLITS = ("train", "val", "test", "all")
 MINI = "mini"
-
-
-def _mini_dir() -> Path:
-    return Path(str(resources.files("triforge.maestro.data.hotpotqa_mini")))
 
 
 def _supporting_titles(sf: Any) -> list[str]:
@@ -49,7 +49,7 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
             f"{path}: parquet is not read; export the split as JSON lines "
             f"(datasets: ds.to_json('hotpotqa.jsonl')) and pass that file"
         )
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
@@ -85,23 +85,25 @@ def to_example(row: dict[str, Any], where: str = "") -> Example:
 
 
 def resolve_path(path: str | os.PathLike[str] | None) -> Path | str:
-    raw = path if path is not None else os.environ.get(ENV_VAR) or MINI
-    if str(raw) == MINI:
-        return MINI
-    p = Path(raw)
+    """A bundled or fetched set's name (None: $TRIFORGE_HOTPOTQA, else `hotpotqa-mini`), or the file's path."""
+    ds = lookup(path, "hotpotqa")
+    if ds is not None:
+        return ds.name
+    p = resolve_data_path(path, "hotpotqa")
     if not p.is_file():
-        raise UserError(f"HotpotQA file {p} not found (pass --data FILE, set {ENV_VAR}, or use 'mini')")
+        raise UserError(f"HotpotQA file {p} not found (pass --data FILE or a data set name such as "
+                        f"hotpotqa-hard-500, or set {ENV_VAR})")
     return p
 
 
 def load_hotpotqa(path: str | os.PathLike[str] | None = None) -> tuple[list[Example], list[Passage]]:
     """Examples, and the passages of their context paragraphs (empty for the mini set's records).
 
-    `path` is an official JSON file (a list of records), a Hugging Face JSONL export, or `mini`
-    (the default when neither it nor $TRIFORGE_HOTPOTQA is set).
+    `path` is an official JSON file (a list of records), a Hugging Face JSONL export (plain or .gz), or a data
+    set's name (`hotpotqa-mini`, the default when neither it nor $TRIFORGE_HOTPOTQA is set; `hotpotqa-hard-500`).
     """
     where = resolve_path(path)
-    p = _mini_dir() / "questions.jsonl" if where == MINI else Path(where)
+    p = get(where).path("data") if isinstance(where, str) else where
     rows = _read_records(p)
     examples = [to_example(r, f"{p}:{i + 1}") for i, r in enumerate(rows)]
     seen: dict[str, Passage] = {}
@@ -114,15 +116,19 @@ def load_hotpotqa(path: str | os.PathLike[str] | None = None) -> tuple[list[Exam
 def load_hotpotqa_corpus(
     path: str | os.PathLike[str] | None = None, fallback: list[Passage] | None = None
 ) -> list[Passage]:
-    """The abstracts to retrieve from: a JSONL file, $TRIFORGE_HOTPOTQA_CORPUS, `mini`, or `fallback`."""
+    """The abstracts to retrieve from: a JSONL file, $TRIFORGE_HOTPOTQA_CORPUS, a data set's name (its
+    abstracts, or else its questions' context paragraphs), `fallback`, or the mini set's abstracts."""
     raw = path if path is not None else os.environ.get(CORPUS_ENV_VAR)
     if raw is None:
         if fallback:
             return fallback
         raw = MINI
-    if str(raw) == MINI:
-        return load_corpus(_mini_dir() / "corpus.jsonl")
-    return load_corpus(raw)
+    ds = lookup(raw, "hotpotqa")
+    if ds is None:
+        return load_corpus(raw)
+    if "corpus" in ds.manifest.get("entries", {}):
+        return load_corpus(ds.path("corpus"))
+    return load_hotpotqa(ds.name)[1]
 
 
 def split_examples(

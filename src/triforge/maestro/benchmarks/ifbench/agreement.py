@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from triforge.core.errors import UserError
+from triforge.data import find_file, read_text, resolve_path
 from triforge.maestro.benchmarks.ifbench.loader import IFBenchExample, PromptIndex
 from triforge.maestro.benchmarks.ifbench.metric import score_response
 
@@ -55,12 +56,16 @@ class AgreementReport:
         }
 
 
-def load_verdicts(path: Path) -> list[dict[str, Any]]:
-    p = path / VERDICTS_FILE if path.is_dir() else path
+def load_verdicts(path: str | Path | None = None) -> list[dict[str, Any]]:
+    """The official verdicts: a data set's name (default: the bundled `ifbench`), a file, or a folder holding
+    sample_verdicts.jsonl(.gz)."""
+    p = resolve_path(path, "ifbench", role="verdicts")
+    if p.is_dir():
+        p = find_file(p, VERDICTS_FILE) or p / VERDICTS_FILE
     if not p.is_file():
         raise UserError(f"official verdicts file not found: {p}")
     rows = []
-    for lineno, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+    for lineno, line in enumerate(read_text(p).splitlines(), start=1):
         if line.strip():
             try:
                 rows.append(json.loads(line))

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from triforge.core.errors import UserError
+from triforge.data import find_file, open_text
+from triforge.data import resolve_path as resolve_data_path
 from triforge.maestro.benchmarks.base import Example
 
 ENV_VAR = "TRIFORGE_IFBENCH"
@@ -37,25 +39,14 @@ class IFBenchExample(Example):
         return [dict(k) for k in self.gold["kwargs"]]
 
 
-def default_data_dir() -> Path | None:
-    """../shared/data/ifbench beside the checkout, when it exists."""
-    repo = Path(__file__).resolve().parents[5]
-    candidate = repo.parent / "shared" / "data" / "ifbench"
-    return candidate if candidate.is_dir() else None
-
-
 def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
-    """The IFBench_test.jsonl to read: `path` (file or folder), else $TRIFORGE_IFBENCH, else the default."""
-    raw = path if path is not None else os.environ.get(ENV_VAR) or default_data_dir()
-    if raw is None:
-        raise UserError(
-            f"IFBench data not found: pass a path or set {ENV_VAR} to the folder holding {FILE_NAME}"
-        )
-    p = Path(raw)
+    """The IFBench_test.jsonl(.gz) to read: a data set's name (default: the bundled `ifbench`, or
+    $TRIFORGE_IFBENCH), a file, or a folder holding the file."""
+    p = resolve_data_path(path, "ifbench")
     if p.is_dir():
-        p = p / FILE_NAME
+        p = find_file(p, FILE_NAME) or p / FILE_NAME
     if not p.is_file():
-        raise UserError(f"IFBench data file not found: {p} (pass a path or set {ENV_VAR})")
+        raise UserError(f"IFBench data file not found: {p} (pass a data set name or a path, or set {ENV_VAR})")
     return p
 
 
@@ -63,7 +54,7 @@ def load_ifbench(path: str | os.PathLike[str] | None = None) -> list[IFBenchExam
     """Read every prompt of the benchmark file, in file order."""
     p = resolve_path(path)
     out: list[IFBenchExample] = []
-    with p.open(encoding="utf-8") as fh:
+    with open_text(p) as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue

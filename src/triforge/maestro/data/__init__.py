@@ -1,1 +1,0 @@
-"""Data shipped with maestro (small sets for tests and CI)."""
