@@ -14,6 +14,9 @@ Two ways for a model to call a tool:
 
 Local servers sometimes leak a native call into the message content as JSON; such content is
 recovered as calls only when the whole content parses as calls to known tools.
+
+A model's thinking (a reasoning field, or a leading `<think>` block in the content) is split off before
+any call is parsed: a tool call or code block written while thinking is kept in the trace, never run.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 
 from triforge.core.errors import FormatError
 from triforge.core.llm import Completion
+from triforge.core.thinking import join_thinking, split_thinking
 from triforge.core.tools import Call, ToolSet, tool_calls_for
 
 RESULT_TAG = "<tool_response"  # the text protocol's result block: only the harness writes one
@@ -154,8 +158,17 @@ def recover_leaked(tools: ToolSet, content: str | None) -> list[Call] | None:
         raise FormatError(f"your reply is a tool call, but not a valid one: {e}") from None
 
 
+def keep_thinking(comp: Completion) -> None:
+    """Move leading thinking out of the content into `comp.reasoning` (the HTTP client already does; other
+    LLMs and replies from older caches may not have)."""
+    thought, content = split_thinking(comp.content)
+    if thought is not None:
+        comp.content, comp.reasoning = content, join_thinking(comp.reasoning, thought)
+
+
 def parse_calls(tools: ToolSet, comp: Completion, *, native: bool) -> list[Call]:
-    """The calls in a reply, or FormatError saying what is wrong with it."""
+    """The calls in a reply (its thinking set aside first), or FormatError saying what is wrong with it."""
+    keep_thinking(comp)
     if native and comp.tool_calls:
         return [tools.make_call(tc.id, tc.name, tc.arguments) for tc in comp.tool_calls]
     if native:
@@ -231,7 +244,8 @@ class ChatAdapter:
 
     def read(self, comp: Completion) -> bool:
         """Cut a text-protocol reply at a result the model began writing itself; True when it was cut here
-        or by a server honouring `stop` (a code fence left open)."""
+        or by a server honouring `stop` (a code fence left open). Thinking is set aside first."""
+        keep_thinking(comp)
         if self.native or not comp.content or comp.finish_reason == "length":
             return False
         text, cut = cut_invented_response(comp.content, self.markers)
@@ -243,7 +257,11 @@ class ChatAdapter:
         return parse_calls(self.tools, comp, native=self.native)
 
     def assistant(self, comp: Completion, calls: list[Call] | None = None) -> dict[str, Any]:
+        """The reply as the conversation keeps it; its thinking rides along as `reasoning_content`, which the
+        client sends back only where the alias says `send_reasoning_back`."""
         msg: dict[str, Any] = {"role": "assistant", "content": comp.content or ""}
+        if comp.reasoning:
+            msg["reasoning_content"] = comp.reasoning
         if self.native and calls:
             msg["tool_calls"] = [tc.as_message_part() for tc in tool_calls_for(calls)]
         return msg

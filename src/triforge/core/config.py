@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from triforge.core import providers
 from triforge.core.errors import ConfigError
@@ -35,12 +35,37 @@ class ModelConfig(BaseModel):
     price_in_per_mtok: float = Field(default=0.0, ge=0)
     price_out_per_mtok: float = Field(default=0.0, ge=0)
     max_concurrency: int = Field(default=8, ge=1, description="calls in flight to this endpoint")
+    price_cached_in_per_mtok: float | None = Field(default=None, ge=0, description="cached input; unset: price_in")
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     extra_body: dict[str, Any] = Field(default_factory=dict)
+    # Azure OpenAI: base_url is the resource endpoint (https://NAME.openai.azure.com), `deployment` the
+    # deployment name (default: model); the SDK's Azure client sends the api-key header and api-version.
+    api_type: Literal["openai", "azure"] = "openai"
+    api_version: str | None = None
+    deployment: str | None = None
+    # What the model takes (unset: the family default, see triforge.core.capabilities, else what the
+    # server refuses at run time is learned and adapted).
+    reasoning: bool | None = Field(default=None, description="the model thinks before it answers (ping gives it room)")
+    token_limit_param: Literal["max_tokens", "max_completion_tokens"] | None = None
+    supports_temperature: bool | None = None
+    supports_stop: bool | None = None
+    reasoning_effort: str | None = Field(default=None, pattern=r"^[a-z]+$", description="e.g. low, medium, high")
+    send_reasoning_back: bool = Field(default=False, description="send earlier turns' thinking back")
 
-    def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
-        return (input_tokens * self.price_in_per_mtok + output_tokens * self.price_out_per_mtok) / 1e6
+    @model_validator(mode="after")
+    def _azure_needs_a_version(self) -> ModelConfig:
+        if self.api_type == "azure" and not self.api_version:
+            raise ValueError('api_type "azure" needs api_version, e.g. api_version = "2024-10-21"')
+        return self
+
+    def cost_usd(self, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0) -> float:
+        """Cached input tokens are part of `input_tokens`, priced at `price_cached_in_per_mtok`; reasoning
+        tokens are part of `output_tokens` (as OpenAI counts them)."""
+        cached = min(max(0, cached_input_tokens), input_tokens)
+        cached_price = self.price_in_per_mtok if self.price_cached_in_per_mtok is None else self.price_cached_in_per_mtok
+        return ((input_tokens - cached) * self.price_in_per_mtok + cached * cached_price
+                + output_tokens * self.price_out_per_mtok) / 1e6
 
 
 class Settings(BaseModel):
@@ -135,9 +160,8 @@ def resolve_model(
     elif base_url:
         cfg = ModelConfig(model=name)
     else:
-        known = ", ".join(sorted(settings.models)) or "none configured"
         raise ConfigError(
-            f"unknown model alias {name!r} (known: {known}); add [models.{name}] to triforge.toml "
+            f"unknown model alias {name!r} ({_known_aliases(settings)}); add [models.{name}] to triforge.toml "
             f"or pass --base-url to use {name!r} as a raw model name"
         )
     updates: dict[str, Any] = {}
@@ -151,6 +175,18 @@ def resolve_model(
     if not base_url:
         check_base_url(cfg.base_url, f"base_url of [models.{name}]")
     return name, cfg
+
+
+def _known_aliases(settings: Settings) -> str:
+    """The configured aliases and the built-in ones (`local`: available once installed), for an unknown-alias
+    error."""
+    configured = ", ".join(sorted(settings.models)) or "none configured"
+    builtin = []
+    for p in providers.providers():
+        if p.alias not in settings.models:
+            builtin.append(f"{p.alias} (available: --model {p.alias})" if p.is_default() else
+                           f"{p.alias} (not set up here)")
+    return f"known: {configured}" + (f"; built in: {', '.join(builtin)}" if builtin else "")
 
 
 def check_base_url(url: str, source: str) -> str:

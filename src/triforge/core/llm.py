@@ -7,6 +7,7 @@ The client only moves requests and counts usage; formatting and parsing belong t
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import time
@@ -18,8 +19,23 @@ import openai
 
 from triforge.core import context
 from triforge.core.cache import wire_request
+from triforge.core.capabilities import (
+    ADAPTABLE,
+    PROCESS_LEARNED,
+    Learned,
+    apply_learned,
+    capabilities,
+    describe,
+    read_refusal,
+    shape_body,
+    toml_hint,
+)
 from triforge.core.config import ModelConfig
 from triforge.core.errors import EndpointError
+from triforge.core.thinking import join_thinking, split_thinking
+from triforge.core.usage import Usage, field_of, read_usage
+
+log = logging.getLogger("triforge.llm")
 
 
 @dataclass
@@ -33,12 +49,6 @@ class ToolCall:
 
 
 @dataclass
-class Usage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-
-@dataclass
 class Completion:
     content: str | None
     tool_calls: list[ToolCall] = field(default_factory=list)
@@ -47,24 +57,32 @@ class Completion:
     finish_reason: str | None = None
     cost_usd: float = 0.0
     cached: bool = False
+    reasoning: str | None = None  # the model's thinking, split from the content: kept, never acted on
 
     def message(self) -> dict[str, Any]:
         """The assistant message in OpenAI shape, safe to send back to any server.
 
-        llama.cpp's server rejects `content: null`, so content is always a string.
+        llama.cpp's server rejects `content: null`, so content is always a string. The thinking rides along
+        as `reasoning_content`; the client strips it before sending unless the alias says
+        `send_reasoning_back`.
         """
         msg: dict[str, Any] = {"role": "assistant", "content": self.content or ""}
+        if self.reasoning:
+            msg["reasoning_content"] = self.reasoning
         if self.tool_calls:
             msg["tool_calls"] = [tc.as_message_part() for tc in self.tool_calls]
         return msg
 
     def to_dict(self) -> dict[str, Any]:
+        u = self.usage
         return {
             "content": self.content,
             "tool_calls": [{"id": t.id, "name": t.name, "arguments": t.arguments} for t in self.tool_calls],
-            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
+            "usage": {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+                      "reasoning_tokens": u.reasoning_tokens, "cached_input_tokens": u.cached_input_tokens},
             "model": self.model,
             "finish_reason": self.finish_reason,
+            **({"reasoning": self.reasoning} if self.reasoning else {}),
         }
 
     @classmethod
@@ -75,6 +93,7 @@ class Completion:
             usage=Usage(**d.get("usage", {})),
             model=d.get("model", ""),
             finish_reason=d.get("finish_reason"),
+            reasoning=d.get("reasoning"),
         )
 
 
@@ -100,6 +119,14 @@ class LLM(Protocol):
 
 class TransientReplyError(Exception):
     """A reply that arrived but cannot be used (empty choices); retried like a 5xx."""
+
+
+class _Refused(Exception):
+    """An HTTP 400: maybe a parameter the model does not take (`OpenAICompatLLM._send` decides)."""
+
+    def __init__(self, error: openai.BadRequestError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def sanitize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -158,10 +185,12 @@ def _explain(alias: str, cfg: ModelConfig, e: Exception) -> str:
 class OpenAICompatLLM:
     """An OpenAI-compatible chat endpoint (OpenAI, vLLM, SGLang, Ollama, llama.cpp server)."""
 
-    def __init__(self, alias: str, config: ModelConfig, *, sleep=time.sleep) -> None:
+    def __init__(self, alias: str, config: ModelConfig, *, sleep=time.sleep, learned: Learned | None = None) -> None:
         self.alias = alias
         self.config = config
+        self.capabilities = capabilities(config)
         self._sleep = sleep
+        self._learned = learned or PROCESS_LEARNED
         key = "sk-no-key-needed"
         if config.api_key_env:
             key = os.environ.get(config.api_key_env, "")
@@ -171,9 +200,14 @@ class OpenAICompatLLM:
                     f"export {config.api_key_env}=..."
                 )
         # Retries are ours (to count, trace and honour Retry-After the same way for every fault).
-        self._client = openai.OpenAI(
-            base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=0
-        )
+        if config.api_type == "azure":  # api-key header, api-version query, /openai/deployments/NAME path
+            self._client: openai.OpenAI = openai.AzureOpenAI(
+                azure_endpoint=config.base_url or "", azure_deployment=config.deployment or config.model,
+                api_version=config.api_version, api_key=key, timeout=config.timeout_s, max_retries=0)
+        else:
+            self._client = openai.OpenAI(
+                base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=0
+            )
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as its settings: a task on another process or host opens its own client."""
@@ -212,7 +246,16 @@ class OpenAICompatLLM:
             body["response_format"] = {"type": "json_object"}
         if stop:
             body["stop"] = list(stop)
-        return body
+        return shape_body(body, self.capabilities)
+
+    def endpoint(self) -> str:
+        """Where requests go, as the key of what was learned about it (an Azure deployment is its own)."""
+        cfg = self.config
+        return f"{cfg.base_url}#deployment={cfg.deployment or cfg.model}" if cfg.api_type == "azure" else str(cfg.base_url)
+
+    def refused(self) -> dict[str, str]:
+        """What the server refused so far in this process: parameter -> "drop" | "rename:NEW"."""
+        return self._learned.rules(self.endpoint(), self.config.model)
 
     def complete(
         self,
@@ -237,8 +280,9 @@ class OpenAICompatLLM:
         if budget is not None:
             budget.check()
         t0 = time.perf_counter()
-        comp, attempts = self._call_with_retries(body)
-        comp.cost_usd = self.config.cost_usd(comp.usage.input_tokens, comp.usage.output_tokens)
+        comp, attempts, sent = self._send(body)
+        comp.cost_usd = self.config.cost_usd(comp.usage.input_tokens, comp.usage.output_tokens,
+                                             comp.usage.cached_input_tokens)
         if budget is not None:
             budget.charge(
                 input_tokens=comp.usage.input_tokens, output_tokens=comp.usage.output_tokens, usd=comp.cost_usd
@@ -246,8 +290,45 @@ class OpenAICompatLLM:
         if cache is not None:
             cache.put(cache_key, comp.to_dict(), sample)
         if tracer:
-            tracer.llm_span(self.alias, self.config, body, comp, time.perf_counter() - t0, attempts=attempts)
+            tracer.llm_span(self.alias, self.config, sent, comp, time.perf_counter() - t0, attempts=attempts,
+                            adapted=self.refused())
         return comp
+
+    def _send(self, body: dict[str, Any]) -> tuple[Completion, int, dict[str, Any]]:
+        """Send the body with what was learned about the endpoint applied; a 400 refusing one parameter
+        teaches one more adaptation and the call is sent again, at most once per parameter (never a loop)."""
+        endpoint, model = self.endpoint(), self.config.model
+        attempts = 0
+        for _ in range(len(ADAPTABLE) + 1):
+            rules = self._learned.rules(endpoint, model)
+            sent = apply_learned(body, rules)
+            try:
+                comp, n = self._call_with_retries(sent)
+                return comp, attempts + n, sent
+            except _Refused as r:
+                attempts += 1
+                rule = read_refusal(r.error, sent, rules)
+                if rule is None:
+                    raise EndpointError(_explain(self.alias, self.config, r.error)) from r.error
+                if self._learned.learn(endpoint, model, *rule):
+                    self._announce(*rule, r.error)
+        raise EndpointError(f"{_explain(self.alias, self.config, Exception('every parameter refused'))}")
+
+    def _announce(self, param: str, action: str, error: openai.BadRequestError) -> None:
+        """Once per endpoint, model and parameter: on the console and in the trace."""
+        err = error.body if isinstance(error.body, dict) else {}
+        code = f" {err['code']}" if err.get("code") else ""
+        hint = toml_hint(param, action)
+        line = (f"model {self.alias!r} at {self.config.base_url} refused {param!r} (HTTP 400{code}); "
+                f"{describe(param, action)} for the rest of this run"
+                + (f" (declare {hint} in [models.{self.alias}] to skip the refused request)" if hint else ""))
+        log.warning("triforge: %s", line)
+        if (tracer := context.tracer()) is not None:
+            tracer.event("llm.param_refused", **{
+                "triforge.model_alias": self.alias, "server.address": self.config.base_url,
+                "gen_ai.request.model": self.config.model, "triforge.refused_param": param,
+                "triforge.adaptation": action, "error.type": str(err.get("code") or "400"),
+                "error.message": str(err.get("message") or error.message)[:300]})
 
     def _call_with_retries(self, body: dict[str, Any]) -> tuple[Completion, int]:
         limits = context.endpoint_limits()
@@ -270,6 +351,8 @@ class OpenAICompatLLM:
                 if wait is None:
                     wait = min(0.5 * 2 ** (attempt - 1), 8.0) * (0.5 + random.random() / 2)
                 self._sleep(min(wait, 60.0))
+            except openai.BadRequestError as e:
+                raise _Refused(e) from e
             except openai.APIStatusError as e:
                 raise EndpointError(_explain(self.alias, self.config, e)) from e
 
@@ -289,15 +372,17 @@ class OpenAICompatLLM:
             if not isinstance(args, str):  # some servers send an object instead of a JSON string
                 args = json.dumps(args)
             calls.append(ToolCall(id=str(tc.id or f"call_{i}"), name=fn.name or "", arguments=args or "{}"))
-        usage = Usage()
-        if resp.usage is not None:
-            usage = Usage(resp.usage.prompt_tokens or 0, resp.usage.completion_tokens or 0)
+        # Thinking arrives in a field (vLLM/SGLang reasoning parsers, DeepSeek: reasoning_content; newer
+        # vLLM: reasoning) or at the start of the content (<think>...</think>); either way it is split off.
+        field_thought = field_of(msg, "reasoning_content") or field_of(msg, "reasoning")
+        tag_thought, content = split_thinking(msg.content)
         return Completion(
-            content=msg.content,
+            content=content,
             tool_calls=calls,
-            usage=usage,
+            usage=read_usage(resp.usage),
             model=resp.model or self.config.model,
             finish_reason=choice.finish_reason,
+            reasoning=join_thinking(field_thought if isinstance(field_thought, str) else None, tag_thought),
         )
 
 

@@ -28,6 +28,10 @@ PROVENANCE_FILE = "provenance.json"
 RESULT_FILES = ("results.json", "results.jsonl")
 # The model settings that change what a model replies (timeouts, prices and concurrency do not).
 REPLY_FIELDS = ("model", "base_url", "temperature", "max_tokens", "extra_body", "json_mode", "native_tools")
+# What the model is declared to take (and where an Azure deployment is): recorded only when set, so the
+# settings of runs made before these fields existed still match.
+DECLARED_FIELDS = ("api_type", "deployment", "reasoning_effort", "token_limit_param", "supports_temperature",
+                   "supports_stop", "send_reasoning_back")
 
 
 class StaleResults(UserError):
@@ -62,19 +66,60 @@ def code_version() -> dict[str, str | None]:
     """triforge's version and, when it runs from a git checkout, the commit (with `+dirty` for local edits)."""
     from triforge import __version__
 
-    here = Path(__file__).resolve().parent
-    commit: str | None = None
+    return {"triforge": __version__, "commit": commit_of(Path(__file__).resolve().parent)}
+
+
+def commit_of(here: Path) -> str | None:
+    """The commit of the checkout holding `here` (`+dirty` when files under `here`'s parent differ), or None.
+
+    git refuses a checkout owned by another user ("dubious ownership") unless told it is safe: reading a
+    commit changes nothing, so this call says so; where git cannot run at all, HEAD is read from the files.
+    """
+    git = ["git", "-c", "safe.directory=*"]
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10)
-        if head.returncode == 0:
-            commit = head.stdout.strip()
-            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", str(here.parent)],
-                                   cwd=here, capture_output=True, text=True, timeout=10)
-            if dirty.returncode == 0 and dirty.stdout.strip():
-                commit += "+dirty"
+        head = subprocess.run([*git, "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return _head_from_files(here)
+        commit = head.stdout.strip()
+        dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no", "--", str(here.parent)],
+                               cwd=here, capture_output=True, text=True, timeout=10)
+        if dirty.returncode == 0 and dirty.stdout.strip():
+            commit += "+dirty"
+        return commit
     except (OSError, subprocess.SubprocessError):
-        commit = None
-    return {"triforge": __version__, "commit": commit}
+        return _head_from_files(here)
+
+
+def _head_from_files(here: Path) -> str | None:
+    """HEAD's commit from `.git` itself (a loose ref, packed-refs, or a detached HEAD), without git."""
+    for folder in (here, *here.parents):
+        dot = folder / ".git"
+        if dot.is_file():  # a worktree or submodule: "gitdir: PATH"
+            text = dot.read_text(encoding="utf-8", errors="replace").strip()
+            dot = (folder / text.removeprefix("gitdir:").strip()).resolve()
+        if not (dot / "HEAD").is_file():
+            continue
+        try:
+            head = (dot / "HEAD").read_text(encoding="utf-8").strip()
+            if not head.startswith("ref:"):
+                return head or None
+            ref = head.removeprefix("ref:").strip()
+            common = dot
+            if (dot / "commondir").is_file():
+                common = (dot / (dot / "commondir").read_text(encoding="utf-8").strip()).resolve()
+            for base in dict.fromkeys((dot, common)):
+                if (base / ref).is_file():
+                    return (base / ref).read_text(encoding="utf-8").strip() or None
+                packed = base / "packed-refs"
+                if packed.is_file():
+                    for line in packed.read_text(encoding="utf-8").splitlines():
+                        sha, _, name = line.partition(" ")
+                        if name.strip() == ref:
+                            return sha
+        except OSError:
+            return None
+        return None
+    return None
 
 
 def model_settings(llm: Any) -> dict[str, Any]:
@@ -82,7 +127,13 @@ def model_settings(llm: Any) -> dict[str, Any]:
     cfg = getattr(llm, "config", None)
     if cfg is None:
         return {"client": type(llm).__name__}
-    return {name: getattr(cfg, name, None) for name in REPLY_FIELDS}
+    out = {name: getattr(cfg, name, None) for name in REPLY_FIELDS}
+    defaults = getattr(type(cfg), "model_fields", {})
+    for name in DECLARED_FIELDS:
+        value = getattr(cfg, name, None)
+        if name in defaults and value != defaults[name].default:
+            out[name] = value
+    return out
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,9 @@ class Tracer:
         self.emit(self._record(name, kind, now, now, attrs, "ok"))
 
     def llm_span(self, alias: str, cfg: ModelConfig, body: dict[str, Any], comp: Completion,
-                 duration_s: float, attempts: int) -> None:
+                 duration_s: float, attempts: int, adapted: dict[str, str] | None = None) -> None:
+        """One call as sent (`body`, after any adaptation). Cached input tokens are part of the input tokens
+        and reasoning tokens part of the output tokens, as the GenAI conventions define them."""
         end = time.time()
         attrs = {
             "gen_ai.operation.name": "chat",
@@ -116,11 +118,13 @@ class Tracer:
             "triforge.model_alias": alias,
             "server.address": cfg.base_url,
             "gen_ai.request.temperature": body.get("temperature"),
-            "gen_ai.request.max_tokens": body.get("max_tokens"),
+            "gen_ai.request.max_tokens": body.get("max_tokens", body.get("max_completion_tokens")),
             "gen_ai.response.model": comp.model,
             "gen_ai.response.finish_reasons": [comp.finish_reason],
             "gen_ai.usage.input_tokens": comp.usage.input_tokens,
             "gen_ai.usage.output_tokens": comp.usage.output_tokens,
+            "gen_ai.usage.reasoning.output_tokens": comp.usage.reasoning_tokens,
+            "gen_ai.usage.cache_read.input_tokens": comp.usage.cached_input_tokens,
             "triforge.cost_usd": comp.cost_usd,
             "triforge.cached": comp.cached,
             "triforge.attempts": attempts,
@@ -128,6 +132,10 @@ class Tracer:
             "gen_ai.output.messages": [comp.message()],
             "triforge.tools": [t.get("function", {}).get("name") for t in body.get("tools") or []],
         }
+        if body.get("reasoning_effort"):
+            attrs["gen_ai.request.reasoning_effort"] = body["reasoning_effort"]
+        if adapted:
+            attrs["triforge.adapted_params"] = dict(adapted)
         self.emit(self._record(f"chat {cfg.model}", "llm", end - duration_s, end, attrs, "ok"))
 
     def tool_span(self, name: str, arguments: Any, result: str, duration_s: float, status: str = "ok",
@@ -183,11 +191,11 @@ def trace_path(run: str | Path) -> Path:
     return p if p.is_file() else p / "trace.jsonl"
 
 
-def read_spans(run: str | Path, *, strict: bool = False) -> list[dict[str, Any]]:
+def read_spans(run: str | Path, *, strict: bool = False, dropped: list[int] | None = None) -> list[dict[str, Any]]:
     """Spans of a run (its directory or its trace file); a torn last line (crash mid-write) is skipped.
 
     With `strict`, any other line that is not a span raises `CorruptTrace` naming the line; otherwise
-    such lines are skipped.
+    such lines are skipped. The numbers of skipped lines are appended to `dropped` when it is given.
     """
     path = trace_path(run)
     spans: list[dict[str, Any]] = []
@@ -210,4 +218,6 @@ def read_spans(run: str | Path, *, strict: bool = False) -> list[dict[str, Any]]
             spans.append(rec)
         elif strict and (k < len(numbered) - 1 or rec is not None or not spans):
             raise CorruptTrace(f"{path} line {i} is not a triforge span ({line[:60]!r})")
+        elif dropped is not None:
+            dropped.append(i)
     return spans

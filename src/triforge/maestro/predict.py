@@ -34,12 +34,13 @@ class LLMCall:
     cost_usd: float = 0.0
     cached: bool = False
     error: str | None = None
+    cached_input_tokens: int = 0  # part of input_tokens, priced at the cached-input price
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"messages": self.messages, "reply": self.reply, "input_tokens": self.input_tokens,
                 "output_tokens": self.output_tokens, "cost_usd": self.cost_usd, "cached": self.cached,
-                "error": self.error}
+                "error": self.error, "cached_input_tokens": self.cached_input_tokens}
 
 
 def render_value(value: Any) -> str:
@@ -224,6 +225,7 @@ def predict(node: LLMNode, inputs: dict[str, Any], llm: LLM, types: dict[str, st
         raise
     call.reply, call.cached, call.cost_usd = comp.content, comp.cached, comp.cost_usd
     call.input_tokens, call.output_tokens = comp.usage.input_tokens, comp.usage.output_tokens
+    call.cached_input_tokens = comp.usage.cached_input_tokens
     try:
         return parse_reply(comp.content, node, types), call
     except ParseError as e:

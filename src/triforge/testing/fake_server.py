@@ -14,7 +14,23 @@ of steps or a function `(request_body) -> step`; one step answers one request. A
   `tool_calls`), `empty_choices`;
 * `delay_s`: seconds to wait before replying;
 * `finish_reason`: reported as given (`length`: a reply cut at `max_tokens`, as llama.cpp reports it);
-* `usage`: `{"input_tokens", "output_tokens"}`.
+* `usage`: `{"input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens"}`;
+* `reasoning`: the model's thinking, delivered as the strict family delivers it (default: `DECOY_THINKING`).
+
+`strict` makes the server behave as one documented family of endpoints (several join with `+`, e.g.
+`"azure+openai-reasoning"`); a refused request gets HTTP 400 with the family's own error body and does not
+use up a script step (it is kept in `refused`):
+
+* `openai-reasoning` (GPT-5, o-series): refuses `max_tokens`, a `temperature` other than 1 and `stop` with
+  the bodies the OpenAI API sends; reports `reasoning_tokens` (inside `completion_tokens`) and
+  `cached_tokens` (half the prompt, unless the step says); the thinking itself is hidden;
+* `vllm-reasoning`: the thinking in the message field `reasoning_field` (`reasoning_content`; newer vLLM:
+  `reasoning`);
+* `deepseek`: the thinking in `reasoning_content`, and a request whose input messages carry
+  `reasoning_content` is refused; cache hits as `prompt_cache_hit_tokens`;
+* `think-tags`: the content starts with `<think>THINKING</think>` (Qwen3, R1 distills on llama.cpp/Ollama);
+* `azure`: only `POST /openai/deployments/DEPLOYMENT/chat/completions?api-version=VERSION` with the header
+  `api-key: KEY` is served (401 for another key, 404 for another path or version).
 
 Example (JSON): `["Hello", {"tool_calls": [{"name": "submit", "arguments": {"answer": "42"}}]}]`.
 
@@ -27,6 +43,7 @@ of a list script gets HTTP 400 (`script exhausted`). Every request is appended t
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -35,14 +52,33 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from triforge.testing.strict_families import (
+    DECOY_THINKING,
+    FAMILIES,
+    deliver_thinking,
+    strict_refusal,
+    usage_counts,
+)
 
 Script = list[Any] | Callable[[dict[str, Any]], Any]
-
-
 class FakeOpenAIServer:
     def __init__(self, script: Script, *, host: str = "127.0.0.1", port: int = 0, delay_s: float = 0.0,
                  log_path: str | Path | None = None, reject_null_content: bool = False,
-                 model: str = "fake-model") -> None:
+                 model: str = "fake-model", strict: str | None = None, reasoning_field: str = "reasoning_content",
+                 azure_deployment: str = "my-deployment", azure_api_version: str = "2024-10-21",
+                 azure_key: str = "azure-test-key") -> None:
+        self.families = frozenset(f for f in re.split(r"[+,\s]+", strict or "") if f)
+        unknown = sorted(self.families - set(FAMILIES))
+        if unknown:
+            raise ValueError(f"unknown strict famil{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)} "
+                             f"(known: {', '.join(FAMILIES)})")
+        if reasoning_field not in ("reasoning_content", "reasoning"):
+            raise ValueError("reasoning_field is reasoning_content or reasoning")
+        self.reasoning_field = reasoning_field
+        self.azure = (azure_deployment, azure_api_version, azure_key)
+        self.refused: list[dict[str, Any]] = []  # {"body": ..., "error": ...} of every refused request
         self.script = script
         self.delay_s = delay_s
         self.reject_null_content = reject_null_content
@@ -103,7 +139,8 @@ class FakeOpenAIServer:
         return fn(body)  # outside the lock: a reply function may be slow, and requests run in parallel
 
 
-STEP_KEYS = {"content", "tool_calls", "fault", "delay_s", "retry_after", "finish_reason", "usage", "role"}
+STEP_KEYS = {"content", "tool_calls", "fault", "delay_s", "retry_after", "finish_reason", "usage", "role",
+             "reasoning"}
 
 
 class ScriptError(ValueError):
@@ -143,6 +180,8 @@ def normalize_step(step: Any, where: str = "step") -> dict[str, Any]:
         raise ScriptError(f"{where}.tool_calls must be a list")
     if step.get("content") is not None and not isinstance(step["content"], str):
         raise ScriptError(f"{where}.content must be a string")
+    if step.get("reasoning") is not None and not isinstance(step["reasoning"], str):
+        raise ScriptError(f"{where}.reasoning must be a string")
     return {**step, "tool_calls": [_tool_call(tc, f"{where}.tool_calls[{i}]") for i, tc in enumerate(calls)]}
 
 
@@ -150,7 +189,9 @@ def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-def completion_body(step: dict[str, Any], model: str, request: dict[str, Any]) -> dict[str, Any]:
+def completion_body(step: dict[str, Any], model: str, request: dict[str, Any],
+                    families: frozenset[str] = frozenset(), reasoning_field: str = "reasoning_content"
+                    ) -> dict[str, Any]:
     calls = [
         {"id": tc.get("id", f"call_{uuid.uuid4().hex[:8]}"), "type": "function",
          "function": {"name": tc["name"], "arguments": tc["arguments"] if isinstance(tc["arguments"], str)
@@ -162,19 +203,21 @@ def completion_body(step: dict[str, Any], model: str, request: dict[str, Any]) -
         content = json.dumps([{"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])}
                               for c in calls])
         calls = []
-    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    thinking = step.get("reasoning", DECOY_THINKING) if families - {"azure"} else step.get("reasoning")
+    content, fields = deliver_thinking(families, thinking, content, reasoning_field)
+    msg: dict[str, Any] = {"role": "assistant", "content": content, **fields}
     if calls:
         msg["tool_calls"] = calls
     usage = step.get("usage") or {}
-    prompt = json.dumps(request.get("messages", []))
+    prompt_tokens = int(usage.get("input_tokens", _tokens(json.dumps(request.get("messages", [])))))
+    counts = usage_counts(families, usage, prompt_tokens, int(usage.get("output_tokens", _tokens(json.dumps(msg)))),
+                          _tokens(thinking or ""))
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": msg, "finish_reason": step.get("finish_reason")
                      or ("tool_calls" if calls else "stop")}],
-        "usage": {"prompt_tokens": int(usage.get("input_tokens", _tokens(prompt))),
-                  "completion_tokens": int(usage.get("output_tokens", _tokens(json.dumps(msg)))),
-                  "total_tokens": 0},
+        "usage": counts,
     }
 
 
@@ -216,16 +259,40 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._error(404, f"no route {self.path}")
 
+    def _azure_refusal(self) -> bool:
+        """Answer a request Azure would not serve (wrong path, version or key); True when answered."""
+        deployment, version, key = self.fake.azure
+        parts = urlsplit(self.path)
+        if parts.path.rstrip("/") != f"/openai/deployments/{deployment}/chat/completions" or \
+                parse_qs(parts.query).get("api-version") != [version]:
+            self._send(404, json.dumps({"error": {"code": "404", "message": "Resource not found"}}).encode())
+            return True
+        if self.headers.get("api-key") != key:
+            self._send(401, json.dumps({"error": {"code": "401", "message": (
+                "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a "
+                "valid key for an active subscription and use a correct regional API endpoint for your "
+                "resource.")}}).encode())
+            return True
+        return False
+
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
-        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+        if "azure" in self.fake.families:
+            if self._azure_refusal():
+                return
+        elif self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
             self._error(404, f"no route {self.path}")
             return
         try:
             body = json.loads(raw or b"{}")
         except json.JSONDecodeError:
             self._error(400, "request body is not JSON")
+            return
+        if (refused := strict_refusal(self.fake.families, body)) is not None:
+            with self.fake._lock:
+                self.fake.refused.append({"body": body, "error": refused["error"]})
+            self._send(400, json.dumps(refused).encode())
             return
         if self.fake.reject_null_content:
             for m in body.get("messages", []):
@@ -256,16 +323,19 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault.isdigit():
             self._error(int(fault), f"injected HTTP {fault}")
         elif fault == "truncated":
-            full = json.dumps(completion_body(step, self.fake.model, body)).encode()
+            full = json.dumps(self._reply(step, body)).encode()
             self._send(200, full[: len(full) // 2])
         elif fault == "empty_choices":
-            data = completion_body(step, self.fake.model, body)
+            data = self._reply(step, body)
             data["choices"] = []
             self._send(200, json.dumps(data).encode())
         elif body.get("stream"):
-            self._stream(completion_body(step, self.fake.model, body))
+            self._stream(self._reply(step, body))
         else:
-            self._send(200, json.dumps(completion_body(step, self.fake.model, body)).encode())
+            self._send(200, json.dumps(self._reply(step, body)).encode())
+
+    def _reply(self, step: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+        return completion_body(step, self.fake.model, body, self.fake.families, self.fake.reasoning_field)
 
     def _stream(self, data: dict[str, Any]) -> None:
         msg = data["choices"][0]["message"]

@@ -89,7 +89,8 @@ class ScriptedLLM:
             cut = min((k for k in (comp.content.find(x) for x in stop) if k >= 0), default=-1)
             if cut >= 0:
                 comp.content, comp.finish_reason = comp.content[:cut], "stop"
-        comp.cost_usd = self.config.cost_usd(comp.usage.input_tokens, comp.usage.output_tokens)
+        comp.cost_usd = self.config.cost_usd(comp.usage.input_tokens, comp.usage.output_tokens,
+                                             comp.usage.cached_input_tokens)
         if budget is not None:
             budget.charge(input_tokens=comp.usage.input_tokens, output_tokens=comp.usage.output_tokens,
                           usd=comp.cost_usd)

@@ -21,9 +21,11 @@ class Row:
     calls: int = 0
     tool_calls: int = 0
     input_tokens: int = 0
-    output_tokens: int = 0
+    output_tokens: int = 0  # reasoning tokens included
     cost_usd: float = 0.0
     seconds: float = 0.0
+    reasoning_tokens: int = 0
+    cached_input_tokens: int = 0  # part of input_tokens
 
 
 def run_dir_of(run: str | Path) -> Path:
@@ -32,16 +34,33 @@ def run_dir_of(run: str | Path) -> Path:
     return p.parent if p.is_file() else p
 
 
-def _spans_or_fail(run: str | Path) -> list[dict[str, Any]]:
+def _spans_or_fail(run: str | Path, dropped: list[int] | None = None) -> list[dict[str, Any]]:
     path = trace_path(run)
     if not path.is_file():
         missing = "" if Path(run).exists() else " (no such file or directory)"
         raise UserError(f"{run} has no trace.jsonl{missing}; pass a run directory written by triforge "
                         f"(or its trace.jsonl)")
+    not_a_trace = UserError(f"{run} is not a trace: pass a run directory or its trace.jsonl "
+                            f"(the one in {run_dir_of(run)} is {run_dir_of(run) / 'trace.jsonl'})")
+    if path.suffix != ".jsonl":  # report.md, results.json, ...: the wrong file, not a corrupt trace
+        raise not_a_trace
+    ours = path.name == "trace.jsonl"
     try:
-        return read_spans(path, strict=True)
+        spans = read_spans(path, strict=True, dropped=dropped)
     except CorruptTrace as e:
+        if not ours and not read_spans(path):  # not one span in it: another JSON-lines file (results.jsonl)
+            raise not_a_trace from None
         raise UserError(f"{e}: the trace is corrupt; re-run to write a new one") from None
+    if not spans and not ours and path.stat().st_size:
+        raise not_a_trace
+    return spans
+
+
+def dropped_lines(run: str | Path) -> list[int]:
+    """Numbers of the trace's lines that could not be read: a last line cut mid-write by a crash."""
+    dropped: list[int] = []
+    _spans_or_fail(run, dropped)
+    return dropped
 
 
 def _by_start(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -95,6 +114,8 @@ def summarize(run: str | Path) -> dict[str, dict[str, Row]]:
                 row.calls += 1
                 row.input_tokens += int(a.get("gen_ai.usage.input_tokens") or 0)
                 row.output_tokens += int(a.get("gen_ai.usage.output_tokens") or 0)
+                row.reasoning_tokens += int(a.get("gen_ai.usage.reasoning.output_tokens") or 0)
+                row.cached_input_tokens += int(a.get("gen_ai.usage.cache_read.input_tokens") or 0)
                 row.cost_usd += float(a.get("triforge.cost_usd") or 0.0)
                 row.seconds += float(s.get("duration_s") or 0.0)
             elif s.get("kind") == "tool":
@@ -103,13 +124,18 @@ def summarize(run: str | Path) -> dict[str, dict[str, Row]]:
     return {k: dict(v) for k, v in by.items()}
 
 
+def token_details_shown(summary: dict[str, dict[str, Row]]) -> bool:
+    """Whether any call reported reasoning or cached input tokens (their columns are shown only then)."""
+    return any(r.reasoning_tokens or r.cached_input_tokens for rows in summary.values() for r in rows.values())
+
+
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:70em}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
 th:first-child,td:first-child{text-align:left}
 details{border-left:4px solid #bbb;margin:.3em 0;padding:.2em .6em;background:#fafafa}
 details.llm{border-color:#4a7bd0}details.tool{border-color:#3a9a5b}details.step{border-color:#c9922e}
-details.err{background:#fff0f0;border-color:#d0533f}details.done{background:#f0fff3}summary{cursor:pointer}
+details.err{background:#fff0f0;border-color:#d0533f}details.thinking{border-color:#9a7fc9;background:#f7f4fc}details.done{background:#f0fff3}summary{cursor:pointer}
 pre{white-space:pre-wrap;word-break:break-word;background:#fff;border:1px solid #eee;padding:.4em;max-height:30em;
 overflow:auto}pre.code{background:#f6f8fa;font-family:ui-monospace,monospace}.meta{color:#666;font-size:90%}
 .badge{display:inline-block;padding:.1em .6em;border-radius:.8em;color:#fff;font-weight:bold}
@@ -152,6 +178,10 @@ def _message_html(m: Any) -> str:
     if not isinstance(m, dict):
         return f"<pre>{_esc(m)}</pre>"
     parts = [f"<div class=meta>{_esc(str(m.get('role')))}</div>"]
+    thought = m.get("reasoning_content") or m.get("reasoning")
+    if thought:  # folded: the model's thinking, kept but never run
+        parts.append(f"<details class=thinking><summary>thinking ({len(str(thought)):,} characters)</summary>"
+                     f"<pre>{_esc(thought)}</pre></details>")
     if m.get("content"):
         parts.append(f"<pre>{_esc(m.get('content'))}</pre>")
     for tc in m.get("tool_calls") or []:
@@ -162,6 +192,9 @@ def _message_html(m: Any) -> str:
 
 
 def _key(m: Any) -> str:
+    """A message as the conversation knows it; thinking is left out (the client may not send it back)."""
+    if isinstance(m, dict):
+        m = {k: v for k, v in m.items() if k not in ("reasoning_content", "reasoning")}
     return json.dumps(m, sort_keys=True, default=str)
 
 
@@ -208,6 +241,10 @@ def _span_html(s: dict[str, Any], children: dict[str | None, list[dict[str, Any]
     head = f"{_esc(name)} <span class=meta>{float(s.get('duration_s') or 0):.2f}s {_esc(label)}"
     if kind == "llm":
         head += f" · in {a.get('gen_ai.usage.input_tokens')} out {a.get('gen_ai.usage.output_tokens')} tok"
+        if a.get("gen_ai.usage.reasoning.output_tokens"):
+            head += f" ({a['gen_ai.usage.reasoning.output_tokens']} reasoning)"
+        if a.get("gen_ai.usage.cache_read.input_tokens"):
+            head += f" · {a['gen_ai.usage.cache_read.input_tokens']} cached in"
         conv = convs.key(s)
         msgs = a.get("gen_ai.input.messages") if isinstance(a.get("gen_ai.input.messages"), list) else []
         out = a.get("gen_ai.output.messages") if isinstance(a.get("gen_ai.output.messages"), list) else []
@@ -289,12 +326,16 @@ def render_html(run: str | Path, out: str | Path | None = None) -> Path:
     spans = _by_start(_spans_or_fail(run))
     summary = summarize(run)
     rows = []
+    extra = token_details_shown(summary)
     for dim, table in summary.items():
         rows.append(f"<h3>per {dim}</h3><table><tr><th>{dim}</th><th>LLM calls</th><th>tool calls</th>"
-                    "<th>input tok</th><th>output tok</th><th>USD</th><th>seconds</th></tr>")
+                    "<th>input tok</th><th>output tok</th>"
+                    + ("<th>of which reasoning</th><th>input cached</th>" if extra else "")
+                    + "<th>USD</th><th>seconds</th></tr>")
         for key, r in sorted(table.items()):
+            details = f"<td>{r.reasoning_tokens}</td><td>{r.cached_input_tokens}</td>" if extra else ""
             rows.append(f"<tr><td>{_esc(key)}</td><td>{r.calls}</td><td>{r.tool_calls}</td><td>{r.input_tokens}</td>"
-                        f"<td>{r.output_tokens}</td><td>{r.cost_usd:.4f}</td><td>{r.seconds:.2f}</td></tr>")
+                        f"<td>{r.output_tokens}</td>{details}<td>{r.cost_usd:.4f}</td><td>{r.seconds:.2f}</td></tr>")
         rows.append("</table>")
     ids = {s.get("span_id") for s in spans}
     children: dict[str | None, list[dict[str, Any]]] = defaultdict(list)

@@ -1,139 +1,81 @@
-"""One ledger for a search: rollouts, LLM calls, tokens and dollars, with hard caps checked before spending.
+"""The search's budget: a core `Budget` configured for a search, and the model wrapper that spends it.
 
-A rollout is one program run on one example. Rollouts are reserved before an evaluation starts
-(all of a batch or none), and an LLM call is reserved before it is sent, under one lock: a cap is
-never overshot, whatever runs in parallel. Calls are counted as made by the program or the
-optimizer, whether the response cache answered them or not, so a resumed run (replayed from the
-cache) counts exactly what the first run counted; `sent` counts the ones that reached an endpoint.
+A rollout is one program run on one example. Rollouts are reserved before an evaluation starts (all of
+a batch or none: `Budget.reserve("rollouts", ...)`), and an LLM call is counted before it is sent
+(`Budget.reserve_call`), so a cap is never overshot, whatever runs in parallel. Calls are counted as made
+by the program or the optimizer, whether the response cache answered them or not, so a resumed run
+(replayed from the cache) counts exactly what the first run counted; the `sent` tally counts the ones
+that reached an endpoint.
 
-The ledger has one owner: on an executor that runs rollouts in other processes (Ray) it lives where the
+`--max-calls` caps every call the command makes, the final test evaluation's included: while the search
+runs, the calls the test evaluation is expected to need are kept back (`keep_for_test`).
+
+The budget has one owner: on an executor that runs rollouts in other processes (Ray) it lives where the
 executor hosts it (`Executor.host`) and every caller, the workers' task models included, reaches it by
 method calls only, each atomic there.
 """
 
 from __future__ import annotations
 
-import threading
-from dataclasses import asdict, dataclass, field
+import math
 from typing import Any
 
-from triforge.core.errors import BudgetExceeded
+from triforge.core.budget import Budget, BudgetLimits, Spend
 from triforge.core.llm import LLM, Completion
 
-ROLLOUT_KINDS = ("train", "val", "test")
+ROLLOUT_KINDS = ("train", "val", "test")  # test rollouts are counted apart from the rollout cap
 CALL_KINDS = ("task", "reflection")
+TEST_MARGIN = 1.25  # the test evaluation's calls are estimated from the search's calls per rollout
 
 
-@dataclass
-class Spent:
-    rollouts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ROLLOUT_KINDS, 0))
-    calls: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CALL_KINDS, 0))
-    sent: int = 0  # calls that reached an endpoint (not answered by the cache)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    usd: float = 0.0
-
-    @property
-    def search_rollouts(self) -> int:
-        """Rollouts the budget caps: training (minibatches included) and validation."""
-        return self.rollouts["train"] + self.rollouts["val"]
-
-    @property
-    def total_calls(self) -> int:
-        return sum(self.calls.values())
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["usd"] = round(self.usd, 8)
-        d["search_rollouts"] = self.search_rollouts
-        return d
+def search_budget(max_rollouts: int | None = None, max_calls: int | None = None) -> Budget:
+    """`max_rollouts` caps train+val rollouts, `max_calls` every LLM call of the command."""
+    return Budget(BudgetLimits(max_calls=max_calls, max_rollouts=max_rollouts))
 
 
-class Ledger:
-    """Counts everything the search spends; `max_rollouts` caps train+val rollouts, `max_calls` all calls.
-
-    Test rollouts (the final report's evaluation) are counted but not capped, and their calls are
-    not capped either: the search's caps are about the search.
-    """
-
-    def __init__(self, max_rollouts: int | None = None, max_calls: int | None = None) -> None:
-        self.max_rollouts, self.max_calls = max_rollouts, max_calls
-        self._spent = Spent()
-        self._lock = threading.Lock()
-        self.capped = True  # False while the final test evaluation runs
-
-    def __getstate__(self) -> dict[str, Any]:  # sent once to where the executor hosts it
-        state = dict(self.__dict__)
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
-    def uncap(self) -> None:
-        """Stop capping calls: the final test evaluation is outside the search's caps, and counted apart."""
-        with self._lock:
-            self.capped = False
-
-    def spent(self) -> Spent:
-        with self._lock:
-            s = self._spent
-            return Spent(dict(s.rollouts), dict(s.calls), s.sent, s.input_tokens, s.output_tokens, s.usd)
-
-    def rollouts_left(self) -> int | None:
-        if self.max_rollouts is None:
-            return None
-        with self._lock:
-            return self.max_rollouts - self._spent.search_rollouts
-
-    def reserve_rollouts(self, n: int, kind: str) -> None:
-        """Count `n` rollouts of `kind`, or raise BudgetExceeded and count none."""
-        if kind not in ROLLOUT_KINDS:
-            raise ValueError(f"unknown rollout kind {kind!r}")
-        with self._lock:
-            s = self._spent
-            if kind != "test" and self.max_rollouts is not None and s.search_rollouts + n > self.max_rollouts:
-                raise BudgetExceeded(f"rollout budget: {s.search_rollouts} of {self.max_rollouts} used, "
-                                     f"{n} more needed")
-            s.rollouts[kind] += n
-
-    def reserve_call(self, kind: str) -> None:
-        """Count one LLM call, or raise BudgetExceeded (before anything is sent) when the cap is reached."""
-        with self._lock:
-            s = self._spent
-            if self.capped and self.max_calls is not None and s.total_calls >= self.max_calls:
-                raise BudgetExceeded(f"call cap: {s.total_calls} of {self.max_calls} LLM calls used")
-            s.calls[kind] += 1
-
-    def charge(self, comp: Completion, usd: float) -> None:
-        self.charge_usage(comp.usage.input_tokens, comp.usage.output_tokens, usd, comp.cached)
-
-    def charge_usage(self, input_tokens: int, output_tokens: int, usd: float, cached: bool) -> None:
-        """What a reserved call used (plain numbers: a worker sends them to the ledger's owner)."""
-        with self._lock:
-            s = self._spent
-            s.input_tokens += input_tokens
-            s.output_tokens += output_tokens
-            s.usd += usd
-            s.sent += 0 if cached else 1
+def reserve_rollouts(budget: Budget, n: int, kind: str) -> None:
+    """Count `n` rollouts of `kind`, or raise BudgetExceeded and count none (test rollouts: never)."""
+    if kind not in ROLLOUT_KINDS:
+        raise ValueError(f"unknown rollout kind {kind!r}")
+    budget.reserve("rollouts", n, kind=kind, capped=kind != "test")
 
 
-class LedgerLLM:
-    """An LLM whose every call is reserved in the ledger before it is sent, then charged."""
+def keep_for_test(budget: Budget, test_rollouts: int) -> int:
+    """Keep back from the search the calls `test_rollouts` are expected to need (at least one each, and
+    the task calls per rollout seen so far, with a margin); returns the number kept."""
+    s = budget.spent()
+    per = s.kind("calls.task") / s.rollouts if s.rollouts else 1.0
+    n = math.ceil(per * TEST_MARGIN * test_rollouts) if test_rollouts else 0
+    budget.keep("calls", n, "the final test evaluation")
+    return n
 
-    def __init__(self, inner: LLM, ledger: Ledger, kind: str) -> None:
+
+def spend_summary(s: Spend) -> dict[str, Any]:
+    """The search's spend by kind, as results.json and the reports show it."""
+    return {"rollouts": {k: s.kind(f"rollouts.{k}") for k in ROLLOUT_KINDS},
+            "calls": {k: s.kind(f"calls.{k}") for k in CALL_KINDS}, "sent": s.kind("sent"),
+            "input_tokens": s.input_tokens, "output_tokens": s.output_tokens, "usd": round(s.usd, 8),
+            "search_rollouts": s.rollouts, "total_calls": s.calls, **({"extra": s.extra} if s.extra else {})}
+
+
+class BudgetedLLM:
+    """An LLM whose every call is counted in the budget, by kind, before it is sent, then charged."""
+
+    def __init__(self, inner: LLM, budget: Budget, kind: str) -> None:
         if kind not in CALL_KINDS:
             raise ValueError(f"unknown call kind {kind!r}")
-        self.inner, self.ledger, self.kind = inner, ledger, kind
+        self.inner, self.budget, self.kind = inner, budget, kind
         self.alias, self.config = inner.alias, inner.config
 
     def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> Completion:
-        self.ledger.reserve_call(self.kind)
+        self.budget.reserve_call(self.kind)
         comp = self.inner.complete(messages, **kwargs)
         # a cached completion carries no cost; price it from its usage so a replay charges the same
-        usd = self.config.cost_usd(comp.usage.input_tokens, comp.usage.output_tokens)
-        self.ledger.charge_usage(comp.usage.input_tokens, comp.usage.output_tokens, usd, comp.cached)
+        usd = self.config.cost_usd(comp.usage.input_tokens, comp.usage.output_tokens, comp.usage.cached_input_tokens)
+        self.budget.charge(calls=0, input_tokens=comp.usage.input_tokens, output_tokens=comp.usage.output_tokens,
+                           usd=usd)
+        if not comp.cached:
+            self.budget.tally("sent")
         return comp
 
     def text(self, prompt: str, *, sample: int = 0, max_tokens: int | None = None) -> str:

@@ -1,4 +1,4 @@
-"""Runs programs on examples for the search: every rollout reserved in the ledger, each result kept.
+"""Runs programs on examples for the search: every rollout reserved in the budget, each result kept.
 
 A (program hash, example id) pair is run once per search; asking again returns the kept result and
 spends nothing. A rollout that failed at the endpoint stops the search (`EndpointDown`): scoring it 0
@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from triforge.core.budget import Budget
 from triforge.core.errors import EndpointError
 from triforge.maestro.benchmarks.base import Example
 from triforge.maestro.evaluate import ExampleResult, Metric, evaluate
 from triforge.maestro.interpreter import Models, NodeError, Retriever, model_for
-from triforge.maestro.optimize.ledger import Ledger, LedgerLLM
+from triforge.maestro.optimize.budget import BudgetedLLM, keep_for_test, reserve_rollouts
 from triforge.maestro.program import Program
 
 
@@ -23,32 +24,33 @@ class EndpointDown(EndpointError):
 
 
 class TaskModels:
-    """The task models of the search, each wrapped so its calls are reserved in the ledger.
+    """The task models of the search, each wrapped so its calls are counted in the budget before they are sent.
 
     A distributed executor sends it to the workers with every evaluation: its models and its ledger
-    (then a hosted handle), the wrappers rebuilt there."""
+    (a budget, then a hosted handle), the wrappers rebuilt there."""
 
-    def __init__(self, models: Models, ledger: Ledger) -> None:
+    def __init__(self, models: Models, ledger: Budget) -> None:
         self._models, self._ledger = models, ledger
-        self._wrapped: dict[str | None, LedgerLLM] = {}
+        self._wrapped: dict[str | None, BudgetedLLM] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {"_models": self._models, "_ledger": self._ledger, "_wrapped": {}}
 
-    def __call__(self, alias: str | None) -> LedgerLLM:
+    def __call__(self, alias: str | None) -> BudgetedLLM:
         w = self._wrapped.get(alias)
         if w is None:
-            w = self._wrapped[alias] = LedgerLLM(model_for(self._models, alias), self._ledger, "task")
+            w = self._wrapped[alias] = BudgetedLLM(model_for(self._models, alias), self._ledger, "task")
         return w
 
 
 class Rollouts:
-    def __init__(self, metric: Metric, models: Models, ledger: Ledger, *,
+    def __init__(self, metric: Metric, models: Models, ledger: Budget, *,
                  retrievers: dict[str, Retriever] | None = None, jobs: int = 8,
                  on_result: Callable[[ExampleResult], None] | None = None) -> None:
         self.metric, self.ledger, self.retrievers, self.jobs = metric, ledger, retrievers or {}, jobs
         self.models = TaskModels(models, ledger)
         self.on_result = on_result
+        self.test_rollouts = 0  # what the final test evaluation will run: its calls are kept back from the search
         self._memo: dict[tuple[str, str], ExampleResult] = {}
 
     def known(self, program: Program, example_id: str) -> ExampleResult | None:
@@ -67,9 +69,11 @@ class Rollouts:
                 seen.add(ex.id)
                 todo.append(ex)
         if todo:
-            self.ledger.reserve_rollouts(len(todo), kind)
+            reserve_rollouts(self.ledger, len(todo), kind)
             report = evaluate(program, todo, self.metric, self.models, retrievers=self.retrievers,
                               jobs=self.jobs, on_result=self.on_result)
+            if kind != "test":
+                keep_for_test(self.ledger, self.test_rollouts)
             down = [r for r in report.results if r.error_kind == "endpoint"]
             if down:
                 raise EndpointDown(f"the endpoint failed during the search ({down[0].error}); "
@@ -92,8 +96,8 @@ class Rollouts:
                     cfg = self.models(getattr(program.node(t["node"]), "model", None)).config
                 except (KeyError, NodeError):  # a node or alias that is gone: nothing to price it with
                     continue
-                total += sum(cfg.cost_usd(int(c.get("input_tokens") or 0), int(c.get("output_tokens") or 0))
-                             for c in calls)
+                total += sum(cfg.cost_usd(int(c.get("input_tokens") or 0), int(c.get("output_tokens") or 0),
+                                          int(c.get("cached_input_tokens") or 0)) for c in calls)
         return total / len(results)
 
 
