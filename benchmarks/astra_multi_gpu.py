@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "benchmarks")]
 
-from triforge.astra.agents.evaluator import EvalJob, LocalPool, PinnedWorker, run_job  # noqa: E402
+from triforge.astra.agents.evaluator import EvalJob, GpuPool, PinnedWorker, run_job  # noqa: E402
 from triforge.astra.corpus.planted.variants import Variant, all_variants  # noqa: E402
 from triforge.executors.local import visible_gpus  # noqa: E402
 
@@ -93,7 +93,7 @@ def aa_by_gpu(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def evaluator_for(kind: str, g: int) -> Any:
     if kind == "local":
-        return LocalPool(gpus=g, timeout=TIMEOUT)
+        return GpuPool(gpus=g, timeout=TIMEOUT)
     from triforge.astra.agents.executor_pool import ExecutorPool
     from triforge.executors.ray_executor import RayExecutor
 
@@ -190,17 +190,18 @@ def agreement(alone: list[dict[str, Any]], busy: list[dict[str, Any]]) -> dict[s
 def scripted_optimize(k: int, run_dir: Path, profile: bool) -> dict[str, Any]:
     import astra_optimize as ao
 
-    from triforge.astra.agents import LedgerLimits, Optimizer, OptimizeSettings
+    from triforge.astra.agents import KernelOptimizeSettings, Optimizer
+    from triforge.core.budget import BudgetLimits
 
     ms = ao.scripted_models(1, k)
-    s = OptimizeSettings("silu_and_mul", ao.BASE, rounds=1, candidates=k, repairs=0, profile=profile,
+    s = KernelOptimizeSettings("silu_and_mul", ao.BASE, rounds=1, candidates=k, repairs=0, profile=profile,
                          models={r: "scripted" for r in ms},
                          report_note=f"SCRIPTED RUN with K = {k} candidates on {k} GPU(s): every model reply is "
                                      "hand-written; this is not an LLM result.")
-    pool = LocalPool(gpus=k, timeout=TIMEOUT)
+    pool = GpuPool(gpus=k, timeout=TIMEOUT)
     t0 = time.perf_counter()
     try:
-        outcome = Optimizer(s, ms, pool, run_dir, LedgerLimits(max_evaluations=4 * k + 8)).run()
+        outcome = Optimizer(s, ms, pool, run_dir, BudgetLimits(max_evaluations=4 * k + 8)).run()
     finally:
         pool.close()
     res = outcome.results

@@ -24,8 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from triforge.astra.agents import LedgerLimits, Optimizer, OptimizeSettings
+from triforge.astra.agents import KernelOptimizeSettings, Optimizer
 from triforge.astra.task import get_task, shape_label
+from triforge.core.budget import BudgetLimits
 from triforge.testing.scripted import ScriptedLLM, call
 
 TASK = get_task("silu_and_mul")
@@ -148,7 +149,7 @@ def overhead(rounds: int, k: int, repeats: int) -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as td:
             lab = InstantLab()
             ms = scripted_models(rounds, k, [BASE.replace("// Baseline", f"// variant {i}\n// Baseline") for i in range(4)])
-            s = OptimizeSettings("silu_and_mul", BASE, rounds=rounds, candidates=k, repairs=0,
+            s = KernelOptimizeSettings("silu_and_mul", BASE, rounds=rounds, candidates=k, repairs=0,
                                  models={r: "scripted" for r in ms})
             t0 = time.perf_counter()
             Optimizer(s, ms, lab, Path(td)).run()
@@ -168,13 +169,13 @@ def overhead(rounds: int, k: int, repeats: int) -> dict[str, Any]:
 
 def scripted_gpu(out: Path, rounds: int) -> dict[str, Any]:
     ms = scripted_models(rounds, 4)
-    s = OptimizeSettings("silu_and_mul", BASE, rounds=rounds, candidates=4, repairs=0, models={r: "scripted" for r in ms},
+    s = KernelOptimizeSettings("silu_and_mul", BASE, rounds=rounds, candidates=4, repairs=0, models={r: "scripted" for r in ms},
                          report_note="SCRIPTED RUN: every model reply is hand-written (tests the machinery: compile, "
                                      "oracle, timing, acceptance, final check, reports); this is not an LLM result.")
     pool = TimedPool()
     t0 = time.perf_counter()
     try:
-        outcome = Optimizer(s, ms, pool, out, LedgerLimits(max_evaluations=40),
+        outcome = Optimizer(s, ms, pool, out, BudgetLimits(max_evaluations=40),
                             on_event=lambda m: print(m, flush=True)).run()
     finally:
         pool.close()
@@ -190,9 +191,9 @@ class TimedPool:
     """The local pool, timing each batch (evaluation throughput with K candidates on the GPUs there are)."""
 
     def __init__(self) -> None:
-        from triforge.astra.agents import LocalPool
+        from triforge.astra.agents import GpuPool
 
-        self.pool = LocalPool()
+        self.pool = GpuPool()
         self.workers = self.pool.workers
         self.batches: list[dict[str, Any]] = []
 
@@ -214,7 +215,7 @@ def scripted_deferred(out: Path) -> dict[str, Any]:
 
     from triforge.astra.agents import Deferred
 
-    s = OptimizeSettings("silu_and_mul", BASE, rounds=1, candidates=1, repairs=0, profile=False,
+    s = KernelOptimizeSettings("silu_and_mul", BASE, rounds=1, candidates=1, repairs=0, profile=False,
                          models={r: "scripted" for r in ("testing", "profiling", "planning", "coding")},
                          report_note="SCRIPTED RUN (deferred evaluation): hand-written replies, not an LLM result.")
     trips = []

@@ -1,7 +1,7 @@
-"""maestro executor: per-node overhead with the scripted model, and 16-way parallel evaluation.
+"""maestro interpreter: per-node overhead with the scripted model, and 16-way parallel evaluation.
 
 Run: .venv/bin/python benchmarks/maestro_exec.py   (writes benchmarks/results/maestro-exec-DATE.{json,md})
-Targets (issue 5): executor overhead per node p50 <= 1 ms; 16-way parallel evaluation against a fake
+Targets (issue 5): interpreter overhead per node p50 <= 1 ms; 16-way parallel evaluation against a fake
 server taking 200 ms per reply >= 10x faster than serial, with identical results.
 """
 
@@ -18,10 +18,10 @@ from triforge.core.config import ModelConfig
 from triforge.core.llm import OpenAICompatLLM
 from triforge.maestro.bench import open_benchmark
 from triforge.maestro.evaluate import EvalReport, evaluate
-from triforge.maestro.interpreter import Executor
+from triforge.maestro.interpreter import Interpreter
+from triforge.maestro.placeholder_replies import reply
 from triforge.maestro.program import Program, ProgramBuilder
 from triforge.testing.fake_server import FakeOpenAIServer
-from triforge.testing.maestro_replies import reply
 from triforge.testing.scripted import ScriptedLLM
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -45,7 +45,7 @@ def per_node_overhead(prog: Program, nodes: int, runs: int = 300) -> list[float]
     """Seconds per node, one sample per program run (scripted replies cost nothing)."""
     out_field = prog.outputs[0]
     llm = ScriptedLLM([lambda m, t: json.dumps({"out": "some text of a few words"})] * (nodes * (runs + 20)))
-    ex = Executor(prog, llm)
+    ex = Interpreter(prog, llm)
     for _ in range(20):
         ex.run({"x0": "start"})
     samples = []
@@ -90,16 +90,16 @@ def main() -> None:
             "code_node_overhead_ms": {"p50": p50(code_nodes), "p90": p90(code_nodes)},
             "parallel": par}
     rows = [
-        ("executor overhead per llm node, scripted model (p50)", f"{p50(llm_nodes):.3f} ms", "<= 1 ms"),
-        ("executor overhead per llm node, scripted model (p90)", f"{p90(llm_nodes):.3f} ms", ""),
-        ("executor overhead per code node (p50)", f"{p50(code_nodes):.3f} ms", ""),
+        ("interpreter overhead per llm node, scripted model (p50)", f"{p50(llm_nodes):.3f} ms", "<= 1 ms"),
+        ("interpreter overhead per llm node, scripted model (p90)", f"{p90(llm_nodes):.3f} ms", ""),
+        ("interpreter overhead per code node (p50)", f"{p50(code_nodes):.3f} ms", ""),
         (f"HotpotQA seed, {par['examples']} examples x 4 llm nodes, {par['delay_s'] * 1e3:.0f} ms/reply: serial",
          f"{par['serial_s']:.2f} s", ""),
         ("same, 16-way parallel", f"{par['parallel_s']:.2f} s", ""),
         ("parallel speedup", f"{par['speedup']:.1f}x", ">= 10x"),
         ("parallel results identical to serial", str(par["identical"]), "True"),
     ]
-    md = [f"# maestro executor ({date}, {machine})", "", "| measure | value | target |", "|---|---|---|"]
+    md = [f"# maestro interpreter ({date}, {machine})", "", "| measure | value | target |", "|---|---|---|"]
     md += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"maestro-exec-{date}.json").write_text(json.dumps(data, indent=2) + "\n")

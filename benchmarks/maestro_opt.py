@@ -22,9 +22,9 @@ from typing import Any
 
 from triforge.core.errors import UserError
 from triforge.maestro.optimize.runner import Task, optimize
-from triforge.maestro.optimize.state import OptimizeSettings
+from triforge.maestro.optimize.state import ProgramOptimizeSettings
 from triforge.maestro.sim_bed import TOOLS, VALIDATORS, SimLM, sim_tasks
-from triforge.testing.sim_reflection import SimReflection
+from triforge.maestro.sim_reflection import SimReflection
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REPEATS = 3
@@ -54,13 +54,13 @@ def _task(t: Any) -> Task:
 def overhead() -> dict[str, Any]:
     """Wall time of a search (budget 300) per rollout, less the time inside the model, serial."""
     rows = []
-    optimize("maestro", _task(sim_tasks()[0]), SimLM(), SimReflection(), OptimizeSettings(budget=300), None, jobs=1)  # warm-up
+    optimize("maestro", _task(sim_tasks()[0]), SimLM(), SimReflection(), ProgramOptimizeSettings(budget=300), None, jobs=1)  # warm-up
     for opt in ("maestro", "config-only"):  # maestro stops at a perfect score; config-only spends all 300
         for t in sim_tasks():
             best = None
             for _ in range(REPEATS):  # the least of a few runs: the machine is shared and noisy
                 lm, refl = TimedLM(), SimReflection(vary=True)  # every proposal is a new program: rollouts are spent
-                settings = OptimizeSettings(budget=300, tools=TOOLS, validators=VALIDATORS)
+                settings = ProgramOptimizeSettings(budget=300, tools=TOOLS, validators=VALIDATORS)
                 t0 = time.perf_counter()
                 s = optimize(opt, _task(t), lm, refl, settings, None, jobs=1)
                 wall = time.perf_counter() - t0
@@ -82,7 +82,7 @@ def overshoot(runs: int) -> dict[str, Any]:
     for i in range(runs):
         t = tasks[i % len(tasks)]
         budget, calls = rng.randint(10, 200), rng.choice([None, rng.randint(3, 400)])
-        settings = OptimizeSettings(budget=budget, max_calls=calls, seed=i, tools=TOOLS, validators=VALIDATORS,
+        settings = ProgramOptimizeSettings(budget=budget, max_calls=calls, seed=i, tools=TOOLS, validators=VALIDATORS,
                                     patience=25, minibatch=rng.choice([2, 3, 4]))
         try:
             s = optimize("maestro", _task(t), SimLM(), SimReflection(), settings, None, jobs=rng.choice([1, 4]))
@@ -105,7 +105,7 @@ def reproducibility() -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as d:
             for name in ("a", "b"):
                 optimize("maestro", _task(t), SimLM(), SimReflection(),
-                         OptimizeSettings(budget=300, seed=11, tools=TOOLS, validators=VALIDATORS, patience=60),
+                         ProgramOptimizeSettings(budget=300, seed=11, tools=TOOLS, validators=VALIDATORS, patience=60),
                          Path(d) / name, jobs=4)
             same = {f: (Path(d) / "a" / f).read_bytes() == (Path(d) / "b" / f).read_bytes()
                     for f in ("proposals.jsonl", "best_program.json")}

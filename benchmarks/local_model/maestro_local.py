@@ -34,7 +34,7 @@ LIMITS = "20,10,30"
 
 def run(optimizer: str, out: Path, budget: int) -> int:
     cmd = [*TRIFORGE, "maestro", "optimize", "--bench", "ifbench", "--model", "local", "--optimizer", optimizer,
-           "--budget", str(budget), "--limits", LIMITS, "--jobs", "1", "--minibatch", "3", "--seed", "0",
+           "--max-rollouts", str(budget), "--limits", LIMITS, "--jobs", "1", "--minibatch", "3", "--seed", "0",
            "--out", str(out / optimizer)]
     return subprocess.run(cmd, check=False).returncode
 

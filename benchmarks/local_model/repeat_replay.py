@@ -152,7 +152,7 @@ def build(variant: str, context: list[dict[str, Any]], code: str) -> list[dict[s
 
 def run_cells(earlier: list[str], new: str, timeout: float) -> dict[str, Any]:
     """Run the context's earlier cells, then the new one: did the new one raise?"""
-    from triforge.cpagent.agent import PRELOAD_IMPORTS
+    from triforge.cpagent.small_model_aids import PRELOAD_IMPORTS
     from triforge.sandbox.kernel_sandbox import KernelSandbox
 
     with KernelSandbox(timeout=timeout) as sb:

@@ -4,4 +4,4 @@
     triforge maestro run --bench hotpotqa --model fake --base-url http://127.0.0.1:8765/v1 --out runs/maestro-demo
 """
 
-from triforge.testing.maestro_replies import reply  # noqa: F401  (serve-fake looks up `reply`)
+from triforge.maestro.placeholder_replies import reply  # noqa: F401  (serve-fake looks up `reply`)

@@ -4,10 +4,12 @@ __version__ = "0.1.0"
 
 
 def _wire() -> None:
-    # The embedded local model plugs into core's provider seam from here, loaded only when a run needs it.
-    from triforge.core.providers import register
+    # The embedded local model plugs into core's provider seam, and cpagent offers CP-Bench to maestro as an
+    # entry point, from here: by module path, loaded only when a run needs it.
+    from triforge.core import entry_points, providers
 
-    register("local", "triforge.local.llm")
+    providers.register("local", "triforge.local.llm")
+    entry_points.register("cpbench", "triforge.cpagent.api")
 
 
 _wire()

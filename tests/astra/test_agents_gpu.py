@@ -17,12 +17,12 @@ def test_scripted_round_on_the_gpu(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     import astra_optimize as bench
 
-    from triforge.astra.agents import LocalPool, Optimizer, OptimizeSettings
+    from triforge.astra.agents import GpuPool, KernelOptimizeSettings, Optimizer
 
     ms = bench.scripted_models(1, 4)
-    s = OptimizeSettings("silu_and_mul", bench.BASE, rounds=1, candidates=4, repairs=0, profile=False,
+    s = KernelOptimizeSettings("silu_and_mul", bench.BASE, rounds=1, candidates=4, repairs=0, profile=False,
                          models={r: "scripted" for r in ms})
-    pool = LocalPool()
+    pool = GpuPool()
     try:
         out = Optimizer(s, ms, pool, tmp_path).run()
     finally:

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from triforge.astra.agents import Deferred, LedgerLimits, Optimizer, OptimizeSettings
+from triforge.astra.agents import Deferred, KernelOptimizeSettings, Optimizer
 from triforge.astra.agents.evaluator import evaluate_waiting, waiting_jobs
 from triforge.astra.task import get_task, shape_label
+from triforge.core.budget import BudgetLimits
 from triforge.testing.scripted import ScriptedLLM, call
 
 TASK = get_task("silu_and_mul")
@@ -82,10 +83,10 @@ def models(coding: list, testing=None, profiling=None, planning=None) -> dict[st
     }
 
 
-def settings(**kw) -> OptimizeSettings:
+def settings(**kw) -> KernelOptimizeSettings:
     base = dict(task="silu_and_mul", start_source=BASE, rounds=1, candidates=5, repairs=0,
                 models={"testing": "s", "profiling": "s", "planning": "s", "coding": "s"})
-    return OptimizeSettings(**{**base, **kw})
+    return KernelOptimizeSettings(**{**base, **kw})
 
 
 def results(run: Path) -> dict:
@@ -151,7 +152,7 @@ def test_a_winner_slower_than_the_start_on_a_heldout_shape_is_reported(tmp_path)
 def test_llm_call_budget_stops_without_overshoot(tmp_path):
     coding = [call("submit_kernel", code=kernel("correct x1.3"))]
     ms = models(coding, planning=[plans(1)])
-    out = Optimizer(settings(candidates=1, rounds=3), ms, FakeLab(), tmp_path, LedgerLimits(max_calls=2)).run()
+    out = Optimizer(settings(candidates=1, rounds=3), ms, FakeLab(), tmp_path, BudgetLimits(max_calls=2)).run()
     assert out.stopped and "calls" in out.stopped
     assert sum(len(m.requests) for m in ms.values()) == 2
     assert results(tmp_path)["spend"]["calls"] == 2
@@ -161,7 +162,7 @@ def test_llm_call_budget_stops_without_overshoot(tmp_path):
 def test_evaluation_budget_cuts_the_batch_and_keeps_the_final_check(tmp_path):
     coding = [call("submit_kernel", code=kernel(f"correct x1.{i + 1}")) for i in range(5)]
     lab = FakeLab()
-    out = Optimizer(settings(), models(coding), lab, tmp_path, LedgerLimits(max_evaluations=4)).run()
+    out = Optimizer(settings(), models(coding), lab, tmp_path, BudgetLimits(max_evaluations=4)).run()
     assert len(lab.calls) == 4  # start, one candidate, the final check of the winner and of the start
     assert out.best_id == "r1-k0"
     res = results(tmp_path)
@@ -241,7 +242,7 @@ def test_usd_budget_stops_the_run_and_is_charged_once_across_a_resume(tmp_path):
     ms = {"testing": priced([call("finish_tests", summary="none")]),
           "profiling": priced([call("submit_analysis", analysis="x")]),
           "planning": priced([plans(1)]), "coding": priced([call("submit_kernel", code=kernel("correct x1.3"))])}
-    limits = LedgerLimits(max_usd=25.0)
+    limits = BudgetLimits(max_usd=25.0)
     out = Optimizer(settings(candidates=1, rounds=2), ms, FakeLab(), tmp_path, limits).run()
     assert out.stopped and "USD" in out.stopped
     assert sum(len(m.requests) for m in ms.values()) == 3  # $30 > $25: the fourth call is never sent
@@ -261,17 +262,17 @@ def test_a_kill_during_evaluation_re_evaluates_without_charging_twice(tmp_path):
     coding = [call("submit_kernel", code=kernel("correct x1.3"))]
     with pytest.raises(Killed):
         Optimizer(settings(candidates=1), models(coding, planning=[plans(1)]), DiesOnce(), tmp_path,
-                  LedgerLimits(max_evaluations=4)).run()
+                  BudgetLimits(max_evaluations=4)).run()
     lab = FakeLab()
     out = Optimizer(settings(candidates=1), models([], testing=[], profiling=[], planning=[]), lab, tmp_path,
-                    LedgerLimits(max_evaluations=4)).run()
+                    BudgetLimits(max_evaluations=4)).run()
     assert lab.calls[0] == "r1-k0" and out.best_id == "r1-k0"
     assert results(tmp_path)["spend"]["evaluations"] == 4
 
 
 def test_a_spent_model_budget_still_lets_a_deferred_round_finish(tmp_path):
     """The budget ran out exactly when round 1's candidates were handed in: the resume evaluates and decides them."""
-    limits = LedgerLimits(max_calls=4)
+    limits = BudgetLimits(max_calls=4)
     run = lambda ms, ev: Optimizer(settings(candidates=1, rounds=2), ms, ev, tmp_path, limits).run()  # noqa: E731
     empty = lambda: models([], testing=[], profiling=[], planning=[])  # noqa: E731
     run(empty(), Deferred())

@@ -8,7 +8,7 @@ import time
 import uuid
 
 from triforge.astra.agents import evaluator as ev
-from triforge.astra.agents.evaluator import EvalJob, LocalPool, PinnedWorker
+from triforge.astra.agents.evaluator import EvalJob, GpuPool, PinnedWorker
 
 _INSTANCE = uuid.uuid4().hex  # one per process (PIDs repeat: each worker has its own PID namespace)
 
@@ -48,7 +48,7 @@ def test_a_batch_is_spread_over_the_workers(monkeypatch, tmp_path):
         return {"verdict": "correct", "job": job.id}
 
     monkeypatch.setattr(ev, "run_job", fake_run_job)
-    pool = LocalPool(gpus=2)
+    pool = GpuPool(gpus=2)
     jobs = [EvalJob(f"j{i}", "silu_and_mul", "src") for i in range(6)]
     out = pool.evaluate(jobs, tmp_path)
     assert sorted(out) == [j.id for j in jobs] and all(out[j]["job"] == j for j in out)

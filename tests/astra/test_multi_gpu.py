@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
-from triforge.astra.agents import LedgerLimits, Optimizer, OptimizeSettings
-from triforge.astra.agents.evaluator import EvalJob, LocalPool, run_job
+from triforge.astra.agents import KernelOptimizeSettings, Optimizer
+from triforge.astra.agents.evaluator import EvalJob, GpuPool, run_job
 from triforge.astra.agents.executor_pool import ExecutorPool
 from triforge.astra.task import get_task, shape_label
+from triforge.core.budget import BudgetLimits
 from triforge.executors import local as executor
 from triforge.testing.scripted import ScriptedLLM, call
 
@@ -70,7 +71,7 @@ def assert_placed(out: dict[str, dict[str, Any]], gpus: list[str]) -> None:
 
 def test_astra_pool_places_k_candidates_on_g_gpus(monkeypatch, tmp_path):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", FAKE_GPUS)
-    pool = LocalPool(gpus=3, timeout=60, handler=f"{HERE}.probe")
+    pool = GpuPool(gpus=3, timeout=60, handler=f"{HERE}.probe")
     try:
         out = pool.evaluate(jobs(7), tmp_path)
     finally:
@@ -137,11 +138,11 @@ def test_results_json_and_report_name_the_gpu_of_each_candidate(monkeypatch, tmp
     ms = {"testing": ScriptedLLM([call("finish_tests", summary="none")]),
           "profiling": ScriptedLLM([call("submit_analysis", analysis="memory bound")]),
           "planning": ScriptedLLM([plans]), "coding": ScriptedLLM(coding)}
-    s = OptimizeSettings("silu_and_mul", BASE, rounds=1, candidates=2, repairs=0, profile=False,
+    s = KernelOptimizeSettings("silu_and_mul", BASE, rounds=1, candidates=2, repairs=0, profile=False,
                          models={r: "s" for r in ms})
-    pool = LocalPool(gpus=2, timeout=60, handler=f"{HERE}.fake_lab")
+    pool = GpuPool(gpus=2, timeout=60, handler=f"{HERE}.fake_lab")
     try:
-        out = Optimizer(s, ms, pool, tmp_path, LedgerLimits(max_evaluations=10)).run()
+        out = Optimizer(s, ms, pool, tmp_path, BudgetLimits(max_evaluations=10)).run()
     finally:
         pool.close()
     assert out.status == "done" and out.best_id == "r1-k0"

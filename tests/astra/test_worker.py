@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from triforge.astra.worker import Worker, WorkerStartError, handle
+from triforge.astra.worker import Worker, WorkerStartError
+from triforge.astra.worker_jobs import handle
 
 
 @pytest.fixture()

@@ -220,12 +220,12 @@ def test_refused_where_nothing_isolates_unless_turned_off(monkeypatch):
 
 def test_a_refusal_stops_the_run_before_any_candidate_instead_of_marking_each_crash(monkeypatch, tmp_path):
     from triforge.astra.agents import evaluator
-    from triforge.astra.agents.evaluator import EvalJob, LocalPool
+    from triforge.astra.agents.evaluator import EvalJob, GpuPool
     from triforge.astra.task import get_task
 
     monkeypatch.setattr(isolation, "mechanism", lambda: isolation.Mechanism("none", why_not="test: disabled"))
     with pytest.raises(IsolationUnavailable):
-        LocalPool(gpus=1, timeout=60, handler=HANDLER)  # the pool is made before the first model call
+        GpuPool(gpus=1, timeout=60, handler=HANDLER)  # the pool is made before the first model call
     refusing = Worker(timeout=60, handler=HANDLER)  # a worker that meets the refusal only when a job comes
     try:
         with pytest.raises(IsolationUnavailable):

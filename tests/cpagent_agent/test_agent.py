@@ -265,7 +265,7 @@ def test_auto_submit_without_the_fresh_check_takes_the_cell_as_written():
 
 
 def test_preloaded_imports_are_in_the_kernel_and_named_in_the_prompt_but_not_in_the_fresh_run():
-    from triforge.cpagent.agent import PRELOAD_IMPORTS
+    from triforge.cpagent.small_model_aids import PRELOAD_IMPORTS
 
     cell = "print(json.dumps({'x': 7, 'y': 5}))"  # leans on the preloaded json
     llm = ScriptedLLM([call("python_exec", code=cell), call("submit", code=GOOD)])
@@ -276,7 +276,7 @@ def test_preloaded_imports_are_in_the_kernel_and_named_in_the_prompt_but_not_in_
 
 
 def test_a_kernel_restart_gets_the_preamble_back():
-    from triforge.cpagent.agent import PRELOAD_IMPORTS
+    from triforge.cpagent.small_model_aids import PRELOAD_IMPORTS
 
     llm = ScriptedLLM([call("python_exec", code="import os; os._exit(1)"), call("python_exec", code="print(cp.__name__)"),
                        call("submit", code=GOOD)])
@@ -331,7 +331,7 @@ def test_cell_hints_can_be_switched_off():
 
 def test_profiles():
     from triforge.core.errors import UserError
-    from triforge.cpagent.agent import PRELOAD_IMPORTS
+    from triforge.cpagent.small_model_aids import PRELOAD_IMPORTS
 
     assert apply_profile(CPAgentConfig(), "default") == CPAgentConfig()
     small = apply_profile(CPAgentConfig(), "small-model")

@@ -188,13 +188,13 @@ def _untimed(value):
     return value
 
 
-def test_cpagent_bench_gives_the_same_results_on_ray(rex, tmp_path, shared_data):
+def test_cpagent_bench_gives_the_same_results_on_ray(rex, tmp_path):
     from triforge.cpagent.bench import run_bench
     from triforge.cpagent.dataset import load_problem
+    from triforge.cpagent.reference_replies import reference_submitter
     from triforge.cpagent.task import task_from_problem
-    from triforge.testing.cp_scripts import reference_submitter
 
-    problems = [load_problem(shared_data / "dcp-bench-open", pid) for pid in MINI_IDS]
+    problems = [load_problem(None, pid) for pid in MINI_IDS]
     tasks = [task_from_problem(p) for p in problems]
     with FakeOpenAIServer(reference_submitter(problems)) as srv:
         llm = llm_at(srv)
@@ -213,8 +213,8 @@ def test_cpagent_bench_gives_the_same_results_on_ray(rex, tmp_path, shared_data)
 
 def test_maestro_evaluation_gives_the_same_results_on_ray(rex, tmp_path):
     from triforge.executors import local as executor_mod
+    from triforge.maestro.placeholder_replies import reply
     from triforge.maestro.run import evaluate_to_dir
-    from triforge.testing.maestro_replies import reply
 
     with FakeOpenAIServer(reply) as srv:
         llm = llm_at(srv)
@@ -231,7 +231,7 @@ def test_maestro_evaluation_gives_the_same_results_on_ray(rex, tmp_path):
 def test_cli_runs_on_an_existing_cluster_and_refuses_bad_options(rex, tmp_path):
     import ray
 
-    from triforge.testing.maestro_replies import reply
+    from triforge.maestro.placeholder_replies import reply
 
     address = ray.get_runtime_context().gcs_address
     base = [sys.executable, "-m", "triforge.cli.app", "maestro", "run", "--bench", "hotpotqa", "--split", "val",
@@ -251,13 +251,13 @@ def test_cli_runs_on_an_existing_cluster_and_refuses_bad_options(rex, tmp_path):
             assert bad.returncode == 2 and says in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_a_bench_stopped_on_ray_and_resumed_ends_as_an_uninterrupted_local_one(rex, tmp_path, shared_data):
+def test_a_bench_stopped_on_ray_and_resumed_ends_as_an_uninterrupted_local_one(rex, tmp_path):
     from triforge.cpagent.bench import run_bench
     from triforge.cpagent.dataset import load_problem
+    from triforge.cpagent.reference_replies import reference_submitter
     from triforge.cpagent.task import task_from_problem
-    from triforge.testing.cp_scripts import reference_submitter
 
-    problems = [load_problem(shared_data / "dcp-bench-open", pid) for pid in MINI_IDS]
+    problems = [load_problem(None, pid) for pid in MINI_IDS]
     tasks = [task_from_problem(p) for p in problems]
     with FakeOpenAIServer(reference_submitter(problems)) as srv:
         llm = llm_at(srv)

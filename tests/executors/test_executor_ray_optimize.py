@@ -14,10 +14,10 @@ from triforge.core.llm import OpenAICompatLLM
 from triforge.executors import local as executor_mod
 from triforge.executors.local import LocalPool
 from triforge.maestro.optimize.runner import Task, optimize
-from triforge.maestro.optimize.state import OptimizeSettings
+from triforge.maestro.optimize.state import ProgramOptimizeSettings
 from triforge.maestro.sim_bed import TOOLS, VALIDATORS, SimLM, sim_tasks
+from triforge.maestro.sim_reflection import SimReflection
 from triforge.testing.fake_server import FakeOpenAIServer
-from triforge.testing.sim_reflection import SimReflection
 
 SEARCH_FILES = ("proposals.jsonl", "best_program.json", "curve.json", "candidates.json")
 
@@ -27,8 +27,8 @@ def _task(t, test: bool = True) -> Task:
                 t.retrievers())
 
 
-def _settings(**kw) -> OptimizeSettings:
-    return OptimizeSettings(**{"budget": 120, "tools": TOOLS, "validators": VALIDATORS, "patience": 30, **kw})
+def _settings(**kw) -> ProgramOptimizeSettings:
+    return ProgramOptimizeSettings(**{"budget": 120, "tools": TOOLS, "validators": VALIDATORS, "patience": 30, **kw})
 
 
 def _untimed(summary: dict) -> dict:
@@ -67,12 +67,12 @@ def test_the_search_call_cap_holds_across_ray_workers(rex, cap):
     # every call was reserved with the one ledger before it went out: none past the cap, none uncounted
     assert sent == calls["task"] and refl.calls == calls["reflection"]
     assert sent + refl.calls <= cap and s["search_calls"] <= cap
-    assert "call cap" in s["stop_reason"], s["stop_reason"]
+    assert f"calls of {cap}" in s["stop_reason"], s["stop_reason"]
 
 
 def _cli_reply(request: dict) -> str:
     """Task nodes get the fake HotpotQA answers; reflection prompts an instruction or a valid graph edit."""
-    from triforge.testing.maestro_replies import reply as task_reply
+    from triforge.maestro.placeholder_replies import reply as task_reply
 
     msgs = request.get("messages", [])
     if msgs and msgs[0].get("role") == "user":
@@ -88,7 +88,7 @@ def test_maestro_compare_on_an_existing_cluster_matches_the_local_pool(rex, tmp_
 
     address = ray.get_runtime_context().gcs_address
     base = [sys.executable, "-m", "triforge.cli.app", "maestro", "compare", "--optimizers", "maestro,mipro",
-            "--bench", "hotpotqa", "--model", "fake-model", "--budget", "24", "--limits", "6,4,2", "--jobs", "2",
+            "--bench", "hotpotqa", "--model", "fake-model", "--max-rollouts", "24", "--limits", "6,4,2", "--jobs", "2",
             "--max-calls", "400"]
     ray_args = ["--executor", "ray", "--ray-address", address, "--cache", "rw"]
     with FakeOpenAIServer(_cli_reply) as srv:
@@ -107,7 +107,7 @@ def test_maestro_compare_on_an_existing_cluster_matches_the_local_pool(rex, tmp_
         replayed = json.loads((tmp_path / "ray" / "compare.json").read_text())
         assert [r["spent"]["sent"] for r in replayed] == [0, 0]
         bad = subprocess.run([sys.executable, "-m", "triforge.cli.app", "maestro", "optimize", "--bench", "hotpotqa",
-                              "--budget", "24", "--out", str(tmp_path / "bad"), "--ray-address", address],
+                              "--max-rollouts", "24", "--out", str(tmp_path / "bad"), "--ray-address", address],
                              capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--ray-address needs --executor ray" in bad.stderr and "Traceback" not in bad.stderr
     assert [_untimed(r) for r in rows["ray"]] == [_untimed(r) for r in rows["local"]]

@@ -87,7 +87,7 @@ def test_make_executor_and_current():
 def test_astra_candidates_as_executor_tasks_carry_their_job_and_need_a_gpu(tmp_path):
     pytest.importorskip("torch", reason="the astra extra is not installed")
     from triforge.astra.agents.evaluator import EvalJob
-    from triforge.astra.agents.evaluator import LocalPool as AstraPool
+    from triforge.astra.agents.evaluator import GpuPool as AstraPool
     from triforge.astra.agents.executor_pool import ExecutorPool
 
     with pytest.raises(UserError, match="need a GPU each and the local executor has none"):

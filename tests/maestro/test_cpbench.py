@@ -51,9 +51,9 @@ def test_no_code_scores_zero_without_grading():
 
 
 @pytest.fixture
-def cpbench(shared_data):
+def cpbench():
     pytest.importorskip("cpmpy")
-    return open_benchmark("cpbench", data=str(shared_data / "dcp-bench-open"))
+    return open_benchmark("cpbench")  # the bundled dcp-bench-open
 
 
 def test_loads_all_problems(cpbench):

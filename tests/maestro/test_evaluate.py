@@ -11,9 +11,9 @@ from triforge.core.config import ModelConfig
 from triforge.core.llm import OpenAICompatLLM
 from triforge.maestro.benchmarks.base import Example, MetricResult
 from triforge.maestro.evaluate import ResultStore, evaluate
+from triforge.maestro.placeholder_replies import reply_for
 from triforge.maestro.program import ProgramBuilder
 from triforge.testing.fake_server import FakeOpenAIServer
-from triforge.testing.maestro_replies import reply_for
 from triforge.testing.scripted import ScriptedLLM
 
 

@@ -1,4 +1,4 @@
-"""The executor on one example: traces, routing, bounded cycles, and failures recorded, never raised."""
+"""The interpreter on one example: traces, routing, bounded cycles, and failures recorded, never raised."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from triforge.core import context
 from triforge.core.budget import Budget, BudgetLimits
 from triforge.core.errors import BudgetExceeded
 from triforge.core.trace import Tracer, read_spans
-from triforge.maestro.interpreter import Executor, run_program
+from triforge.maestro.interpreter import Interpreter, run_program
 from triforge.maestro.nodes import Cond
 from triforge.maestro.program import ProgramBuilder
 from triforge.testing.scripted import ScriptedLLM
@@ -72,7 +72,7 @@ def test_router_takes_the_first_edge_whose_condition_holds():
     b.llm("short", inputs=["text"], outputs=["answer"], after=None)
     b.edge("route", "long", Cond("n", "gt", 3)).edge("route", "short")
     prog = b.build()
-    ex = Executor(prog, ScriptedLLM(['{"answer": "L"}', '{"answer": "S"}']))
+    ex = Interpreter(prog, ScriptedLLM(['{"answer": "L"}', '{"answer": "S"}']))
     long_run, short_run = ex.run({"text": "a b c d e"}), ex.run({"text": "a b"})
     assert [t.node for t in long_run.trace] == ["count", "route", "long"] and long_run.outputs["answer"] == "L"
     assert [t.node for t in short_run.trace] == ["count", "route", "short"] and short_run.outputs["answer"] == "S"

@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from triforge.maestro.placeholder_replies import reply
 from triforge.maestro.program import Program
 from triforge.maestro.programs import seed_program
 from triforge.testing.fake_server import FakeOpenAIServer
-from triforge.testing.maestro_replies import reply
 
 
 def triforge(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

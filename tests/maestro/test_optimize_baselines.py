@@ -8,7 +8,7 @@ import pytest
 from triforge.core.llm import Completion, Usage
 from triforge.maestro.optimize.edits import apply_edits
 from triforge.maestro.optimize.runner import Task, optimize
-from triforge.maestro.optimize.state import OptimizeSettings
+from triforge.maestro.optimize.state import ProgramOptimizeSettings
 from triforge.maestro.sim_bed import TOOLS, SimLM, calculator_task
 
 CALC = "triforge.maestro.sim_bed:calculator"
@@ -40,7 +40,7 @@ def _instruction_only_task() -> Task:
 def test_baseline_fixes_an_instruction_defect_within_the_ledger(optimizer, tmp_path):
     pytest.importorskip("gepa" if optimizer == "gepa" else "optuna")
     refl = FixedReflection()
-    s = optimize(optimizer, _instruction_only_task(), SimLM(), refl, OptimizeSettings(budget=80, max_calls=400),
+    s = optimize(optimizer, _instruction_only_task(), SimLM(), refl, ProgramOptimizeSettings(budget=80, max_calls=400),
                  tmp_path, jobs=2)
     assert s["test_seed"] == 0.5 and s["test_best"] == 1.0  # wrapped answers -> bare answers
     assert s["spent"]["search_rollouts"] <= 80 and s["search_calls"] <= 400
@@ -50,6 +50,6 @@ def test_baseline_fixes_an_instruction_defect_within_the_ledger(optimizer, tmp_p
 
 def test_gepa_is_stopped_by_our_ledger_and_keeps_its_best(tmp_path):
     pytest.importorskip("gepa")
-    s = optimize("gepa", _instruction_only_task(), SimLM(), FixedReflection(), OptimizeSettings(budget=7), tmp_path,
+    s = optimize("gepa", _instruction_only_task(), SimLM(), FixedReflection(), ProgramOptimizeSettings(budget=7), tmp_path,
                  jobs=1)
     assert s["spent"]["search_rollouts"] <= 7 and "rollout budget" in s["stop_reason"]

@@ -1,4 +1,4 @@
-"""The ledger never lets a cap be overshot: rollouts reserved all-or-nothing, calls reserved before sending."""
+"""The search budget never lets a cap be overshot: rollouts reserved all-or-nothing, calls reserved before sending."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pytest
 
 from triforge.core.errors import BudgetExceeded
 from triforge.core.llm import Completion, Usage
-from triforge.maestro.optimize.ledger import Ledger, LedgerLLM
+from triforge.maestro.optimize.budget import BudgetedLLM, reserve_rollouts, search_budget, spend_summary
 from triforge.maestro.optimize.runner import Task, optimize
-from triforge.maestro.optimize.state import OptimizeSettings
+from triforge.maestro.optimize.state import ProgramOptimizeSettings
 from triforge.maestro.sim_bed import TOOLS, VALIDATORS, SimLM, sim_tasks
+from triforge.maestro.sim_reflection import SimReflection
 from triforge.testing.scripted import ScriptedLLM
-from triforge.testing.sim_reflection import SimReflection
 
 
 class CountingLLM:
@@ -31,21 +31,23 @@ class CountingLLM:
 
 
 def test_rollouts_are_reserved_all_or_nothing():
-    led = Ledger(max_rollouts=10)
-    led.reserve_rollouts(6, "train")
+    led = search_budget(max_rollouts=10)
+    reserve_rollouts(led, 6, "train")
     with pytest.raises(BudgetExceeded):
-        led.reserve_rollouts(5, "val")
-    assert led.spent().search_rollouts == 6
-    led.reserve_rollouts(4, "val")
-    led.reserve_rollouts(50, "test")  # the final test evaluation is counted, not capped
-    s = led.spent()
-    assert (s.search_rollouts, s.rollouts["test"]) == (10, 50)
+        reserve_rollouts(led, 5, "val")
+    assert led.spent().rollouts == 6
+    reserve_rollouts(led, 4, "val")
+    reserve_rollouts(led, 50, "test")  # the final test evaluation is counted apart from the rollout cap
+    s = spend_summary(led.spent())
+    assert (s["search_rollouts"], s["rollouts"]) == (10, {"train": 6, "val": 4, "test": 50})
+    with pytest.raises(ValueError):
+        reserve_rollouts(led, 1, "other")
 
 
 def test_call_cap_is_never_overshot_under_threads():
-    led = Ledger(max_calls=100)
+    led = search_budget(max_calls=100)
     inner = CountingLLM()
-    llm = LedgerLLM(inner, led, "task")
+    llm = BudgetedLLM(inner, led, "task")
     refused = []
 
     def worker():
@@ -60,16 +62,16 @@ def test_call_cap_is_never_overshot_under_threads():
         t.start()
     for t in threads:
         t.join()
-    assert inner.sent == 100 and led.spent().total_calls == 100 and len(refused) == 220
+    assert inner.sent == 100 and led.spent().calls == 100 and len(refused) == 220
 
 
 def test_a_cached_reply_is_counted_and_priced_like_a_sent_one():
-    led = Ledger()
-    LedgerLLM(CountingLLM(cached=True), led, "reflection").complete([])
-    LedgerLLM(CountingLLM(cached=False), led, "task").complete([])
-    s = led.spent()
-    assert s.calls == {"task": 1, "reflection": 1} and s.sent == 1
-    assert s.usd == pytest.approx(2 * (3 * 1 + 2 * 2))  # priced from the usage both times
+    led = search_budget()
+    BudgetedLLM(CountingLLM(cached=True), led, "reflection").complete([])
+    BudgetedLLM(CountingLLM(cached=False), led, "task").complete([])
+    s = spend_summary(led.spent())
+    assert s["calls"] == {"task": 1, "reflection": 1} and s["sent"] == 1
+    assert s["usd"] == pytest.approx(2 * (3 * 1 + 2 * 2))  # priced from the usage both times
 
 
 @pytest.mark.parametrize("trial", range(6))
@@ -78,12 +80,12 @@ def test_random_caps_on_the_bed_are_never_overshot(trial):
     t = sim_tasks()[trial % 6]
     budget, calls = rng.randint(12, 120), rng.choice([None, rng.randint(5, 300)])
     task = Task("sim", t.program, t.split("train"), t.split("val"), [], t.metric, t.retrievers())
-    settings = OptimizeSettings(budget=budget, max_calls=calls, tools=TOOLS, validators=VALIDATORS, seed=trial,
+    settings = ProgramOptimizeSettings(budget=budget, max_calls=calls, tools=TOOLS, validators=VALIDATORS, seed=trial,
                                 patience=30)
     try:
         s = optimize("maestro", task, SimLM(), SimReflection(), settings, None, jobs=2)
     except Exception as e:  # caps too small for the seed's validation are refused up front, as user errors
-        assert "raise --budget" in str(e) or "fit the caps" in str(e)
+        assert "raise --max-rollouts" in str(e) or "fit the caps" in str(e)
         return
     assert s["spent"]["search_rollouts"] <= budget
     if calls is not None:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from triforge.maestro.placeholder_replies import reply as task_reply
 from triforge.maestro.program import Program
 from triforge.maestro.programs import seed_program
 from triforge.testing.fake_server import FakeOpenAIServer
-from triforge.testing.maestro_replies import reply as task_reply
 
 
 def triforge(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -48,7 +48,7 @@ class Flaky:
 
 def _args(srv, out, *extra):
     return ("maestro", "optimize", "--bench", "hotpotqa", "--model", "fake-model", "--base-url", srv.base_url,
-            "--budget", "40", "--out", str(out), "--jobs", "2", *extra)
+            "--max-rollouts", "40", "--out", str(out), "--jobs", "2", *extra)
 
 
 def test_optimize_writes_the_run_directory_and_resumes_by_replay(tmp_path):
@@ -98,11 +98,11 @@ def test_an_endpoint_failing_mid_run_stops_cleanly_and_a_rerun_resumes_to_the_sa
     (("--optimizer", "adam"), "unknown optimizer"),
     (("--program", "no_such_seed"), "program 'no_such_seed'"),
     (("--limits", "1,2"), "--limits"),
-    (("--budget", "3"), "--budget 3 cannot cover"),
+    (("--max-rollouts", "3"), "--max-rollouts 3 cannot cover"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, change, message):
     args = ["maestro", "optimize", "--bench", "hotpotqa", "--model", "fake-model", "--base-url",
-            "http://127.0.0.1:9/v1", "--budget", "40", "--out", str(tmp_path / "o")]
+            "http://127.0.0.1:9/v1", "--max-rollouts", "40", "--out", str(tmp_path / "o")]
     i = args.index(change[0]) if change[0] in args else None
     if i is not None:
         args[i + 1] = change[1]
@@ -120,7 +120,7 @@ def test_a_program_failing_its_type_check_is_refused(tmp_path):
     p["entry"] = "create_query_2"  # ... and the entry reads summary_1 before anything writes it
     (tmp_path / "bad.json").write_text(json.dumps(p))
     r = triforge("maestro", "optimize", "--bench", "hotpotqa", "--program", str(tmp_path / "bad.json"), "--model",
-                 "m", "--base-url", "http://127.0.0.1:9/v1", "--budget", "40", "--out", str(tmp_path / "o"))
+                 "m", "--base-url", "http://127.0.0.1:9/v1", "--max-rollouts", "40", "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "fails its type check" in r.stderr and "summary_1" in r.stderr, r.stderr
 
 
@@ -129,7 +129,7 @@ def test_compare_runs_every_optimizer_on_the_same_splits_and_prints_one_table(tm
     pytest.importorskip("optuna")
     with FakeOpenAIServer(reply) as srv:
         r = triforge("maestro", "compare", "--optimizers", "maestro,config-only,gepa,mipro", "--bench", "hotpotqa",
-                     "--model", "fake-model", "--base-url", srv.base_url, "--budget", "30", "--out",
+                     "--model", "fake-model", "--base-url", srv.base_url, "--max-rollouts", "30", "--out",
                      str(tmp_path / "cmp"), "--jobs", "2", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     table = (tmp_path / "cmp" / "compare.md").read_text()
@@ -169,15 +169,15 @@ def test_a_killed_run_resumes_to_the_same_result(tmp_path):
 
 @pytest.mark.parametrize("bench,data,limits", [
     ("ifbench", "ifbench", "6,3,3"),
-    ("hotpotqa", "hotpotqa/hotpotqa_hard_500.jsonl", "6,3,3"),
+    ("hotpotqa", "hotpotqa-hard-500", "6,3,3"),
 ])
-def test_compare_on_the_real_data_sets(tmp_path, shared_data, bench, data, limits):
+def test_compare_on_the_real_data_sets(tmp_path, bench, data, limits):
     pytest.importorskip("gepa")
     pytest.importorskip("optuna")
     with FakeOpenAIServer(reply) as srv:
         r = triforge("maestro", "compare", "--optimizers", "maestro,gepa,mipro", "--bench", bench, "--data",
-                     str(shared_data / data), "--limits", limits, "--model", "fake-model", "--base-url", srv.base_url,
-                     "--budget", "15", "--out", str(tmp_path / "cmp"), "--jobs", "2", cwd=tmp_path)
+                     data, "--limits", limits, "--model", "fake-model", "--base-url", srv.base_url,
+                     "--max-rollouts", "15", "--out", str(tmp_path / "cmp"), "--jobs", "2", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rows = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     assert [x["n_test"] for x in rows] == [3, 3, 3] and all(x["spent"]["search_rollouts"] <= 15 for x in rows)

@@ -9,9 +9,9 @@ import pytest
 
 from triforge.maestro.evaluate import evaluate
 from triforge.maestro.optimize.runner import Task, optimize
-from triforge.maestro.optimize.state import OptimizeSettings
+from triforge.maestro.optimize.state import ProgramOptimizeSettings
 from triforge.maestro.sim_bed import TOOLS, VALIDATORS, SimLM, sim_tasks
-from triforge.testing.sim_reflection import SimReflection
+from triforge.maestro.sim_reflection import SimReflection
 
 
 def _task(t):
@@ -19,7 +19,7 @@ def _task(t):
 
 
 def _settings(**kw):
-    return OptimizeSettings(**{"budget": 300, "tools": TOOLS, "validators": VALIDATORS, "patience": 60, **kw})
+    return ProgramOptimizeSettings(**{"budget": 300, "tools": TOOLS, "validators": VALIDATORS, "patience": 60, **kw})
 
 
 def test_every_planted_defect_costs_the_seed_most_of_its_score():

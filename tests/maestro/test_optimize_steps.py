@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import random
 
+from triforge.maestro.optimize.budget import BudgetedLLM, search_budget
 from triforge.maestro.optimize.config_step import config_step, merge_step
 from triforge.maestro.optimize.graph_step import graph_step
-from triforge.maestro.optimize.ledger import Ledger, LedgerLLM
 from triforge.maestro.optimize.pareto import Candidate, Pool
 from triforge.maestro.optimize.proposals import RunLog
 from triforge.maestro.optimize.rollouts import Rollouts
 from triforge.maestro.optimize.runner import Task, optimize
-from triforge.maestro.optimize.state import OptimizeSettings, SearchState
+from triforge.maestro.optimize.state import ProgramOptimizeSettings, SearchState
 from triforge.maestro.sim_bed import TOOLS, VALIDATORS, SimLM, bridge_task, routing_task
-from triforge.testing.sim_reflection import SimReflection
+from triforge.maestro.sim_reflection import SimReflection
 
 
 def _cand(i, scores, parents=()):
@@ -34,9 +34,9 @@ def test_front_keeps_the_non_dominated_and_selection_follows_wins():
 
 
 def _state(task, settings, models=None, reflection=None):
-    led = Ledger(settings.budget, settings.max_calls)
+    led = search_budget(settings.budget, settings.max_calls)
     ro = Rollouts(task.metric, models or SimLM(), led, retrievers=task.retrievers(), jobs=1)
-    refl = LedgerLLM(reflection or SimReflection(), led, "reflection")
+    refl = BudgetedLLM(reflection or SimReflection(), led, "reflection")
     return SearchState(settings, task.program, task.split("train"), task.split("val"), ro, led, refl, RunLog(None))
 
 
@@ -48,7 +48,7 @@ def test_demos_come_from_the_module_steps_of_examples_the_parent_got_right():
                                     "to": "math_answer"}], set())  # math questions now answered right
     task = routing_task()
     task.program = half
-    st = _state(task, OptimizeSettings(budget=500))
+    st = _state(task, ProgramOptimizeSettings(budget=500))
     st.add_candidate(half, [], "seed")
     right = [r for r in st.rollouts.run(half, st.train, "train") if r.score == 1.0]
     assert right
@@ -64,7 +64,7 @@ def test_a_cheaper_model_is_kept_when_the_score_holds(tmp_path):
     t = bridge_task()
     models = {None: SimLM("dear", 5.0, 10.0), "dear": SimLM("dear", 5.0, 10.0), "cheap": SimLM("cheap", 0.1, 0.2)}
     task = Task("sim", t.program, t.split("train"), t.split("val"), [], t.metric, t.retrievers())
-    optimize("config-only", task, models, SimReflection(), OptimizeSettings(budget=200, models=["dear", "cheap"],
+    optimize("config-only", task, models, SimReflection(), ProgramOptimizeSettings(budget=200, models=["dear", "cheap"],
                                                                            patience=15), tmp_path, jobs=1)
     best = Program.load(tmp_path / "best_program.json")
     assert "cheap" in [getattr(n, "model", None) for n in best.nodes]
@@ -72,7 +72,7 @@ def test_a_cheaper_model_is_kept_when_the_score_holds(tmp_path):
 
 def test_merge_takes_each_lineages_module_change():
     t = routing_task()
-    st = _state(t, OptimizeSettings(budget=500))
+    st = _state(t, ProgramOptimizeSettings(budget=500))
     seed = t.program
     a, b = seed.copy(), seed.copy()
     a.node("math_answer").instruction = "A: compute; reply with only the number."
@@ -88,12 +88,12 @@ def test_merge_takes_each_lineages_module_change():
 
 def test_an_edit_outside_the_trust_region_is_rejected_before_it_runs():
     t = routing_task()
-    st = _state(t, OptimizeSettings(budget=500, max_step_distance=0, tools=TOOLS, validators=VALIDATORS))
+    st = _state(t, ProgramOptimizeSettings(budget=500, max_step_distance=0, tools=TOOLS, validators=VALIDATORS))
     st.add_candidate(t.program, [], "seed")
-    spent = st.ledger.spent().search_rollouts
+    spent = st.ledger.spent().rollouts
     prop = graph_step(st)
     assert "outside the trust region" in prop.verdict and prop.child_scores == []
-    assert st.ledger.spent().search_rollouts == spent + len(prop.minibatch_ids)  # only the parent's minibatch
+    assert st.ledger.spent().rollouts == spent + len(prop.minibatch_ids)  # only the parent's minibatch
 
 
 def agent_tool(question: str, project_prompt: str) -> str:
@@ -125,6 +125,6 @@ def test_a_tool_modules_prompt_argument_is_rewritten_like_an_instruction(tmp_pat
         return MetricResult(float(run.outputs.get("answer") == "yes"), "the answer must be yes")
 
     task = Task("toy", b.build(), examples[:6], examples[6:9], examples[9:], metric)
-    s = optimize("config-only", task, SimLM(), CarefulReflection(), OptimizeSettings(budget=40), tmp_path, jobs=1)
+    s = optimize("config-only", task, SimLM(), CarefulReflection(), ProgramOptimizeSettings(budget=40), tmp_path, jobs=1)
     assert s["test_best"] == 1.0 and s["test_seed"] == 0.0
     assert Program.load(tmp_path / "best_program.json").node("agent").args["project_prompt"] == "Solve it. Be careful."

@@ -6,13 +6,23 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from triforge.astra.candidate import Candidate
+from triforge.astra.evaluate import _compile_load, baseline_kernel
+from triforge.astra.oracle import compare
 from triforge.astra.task import TaskSpec, get_task, shape_label
+from triforge.astra.timing import (
+    aa_spread,
+    device,
+    floor_us,
+    graph_replay_us,
+    graph_sets,
+    interleaved,
+    io_bytes,
+)
 
 
 def copy_gbs() -> float:
     """The measured device-to-device copy bandwidth, once per process."""
-    from triforge.astra.timing import device
-
     return device().copy_gbs
 
 
@@ -27,9 +37,6 @@ def _flashinfer_available() -> bool:
 def comparators(task: TaskSpec, source: str | None, use_compile: bool) -> tuple[list[tuple[str, Any]], list[str]]:
     """(name, make(shape, dtype) -> (launch(inputs), make_graph_launch(stream)))."""
     import torch
-
-    from triforge.astra.candidate import Candidate
-    from triforge.astra.evaluate import _compile_load, baseline_kernel
 
     notes = []
     base = baseline_kernel(task)
@@ -58,8 +65,6 @@ def comparators(task: TaskSpec, source: str | None, use_compile: bool) -> tuple[
 
 
 def _verify(task: TaskSpec, fn, shape, dtype: str, seed: int) -> str:
-    from triforge.astra.oracle import compare
-
     inputs = task.make_inputs(shape, dtype, seed)
     ref = task.reference(inputs, dtype)
     fn(inputs)
@@ -80,8 +85,6 @@ def bench_task(task_name: str, source: str | None = None, runs: int = 100, dtype
     three times the noise is marked as such; a time below the physical floor is marked implausible."""
     import torch
 
-    from triforge.astra.timing import aa_spread, device, floor_us, graph_replay_us, interleaved, io_bytes
-
     task = get_task(task_name)
     dev = device()
     bw = dev.copy_gbs
@@ -96,7 +99,7 @@ def bench_task(task_name: str, source: str | None = None, runs: int = 100, dtype
             return task.make_inputs(shape, dtype, seed * 1_000_003 + si * 100_000 + r)
 
         for attempt in range(max_rounds):
-            times = interleaved([fns[0] for _, fns in made], fresh, runs=n)
+            times = interleaved([fns[0] for _, fns in made], fresh, runs=n, outputs=tuple(task.outputs))
             aa = aa_spread(times[0], times[1])
             if aa <= target_noise or attempt == max_rounds - 1:
                 break
@@ -104,6 +107,7 @@ def bench_task(task_name: str, source: str | None = None, runs: int = 100, dtype
         probe = fresh(-1)
         nbytes = task.min_bytes(shape, dtype)
         floor = floor_us(*io_bytes(task, shape, dtype, probe), dev)
+        floor_ach = floor_us(*io_bytes(task, shape, dtype, probe), dev, dev.achievable_gbs or dev.copy_gbs)
         base_med = statistics.median(times[0])
         for (name, fns), ts in zip(made, times, strict=True):
             med = statistics.median(ts)
@@ -111,12 +115,18 @@ def bench_task(task_name: str, source: str | None = None, runs: int = 100, dtype
             row = {"task": task.name, "shape": shape_label(shape), "dtype": dtype, "comparator": name,
                    "median_us": med, "gbs": nbytes / (med * 1e-6) / 1e9, "copy_fraction": nbytes / (med * 1e-6) / 1e9 / bw,
                    "speedup_vs_baseline": speedup, "verified": checked[name], "runs": len(ts), "aa_spread": aa,
-                   "within_noise": abs(speedup - 1.0) <= 3 * aa, "floor_us": floor, "plausible": med >= 0.97 * floor}
+                   "within_noise": abs(speedup - 1.0) <= 3 * aa, "floor_us": floor, "plausible": med >= 0.97 * floor,
+                   "roofline_fraction": floor_ach / med, "peak_fraction": floor / med}
             if not row["plausible"]:
                 notes.append(f"{name} on {row['shape']}: {med:.2f} us is below the physical floor of {floor:.2f} us")
+            elif row["roofline_fraction"] > 1.0 + max(3 * aa, 0.05):
+                row["plausible"] = False
+                notes.append(f"{name} on {row['shape']}: {med:.2f} us is {100 * (row['roofline_fraction'] - 1):.0f}% "
+                             f"past the achievable bandwidth ({dev.achievable_gbs:.0f} GB/s)")
             if graph:
                 try:
-                    row["graph_us"] = graph_replay_us(fns[1], probe)
+                    row["graph_us"] = graph_replay_us(fns[1], graph_sets(fresh, nbytes), outputs=tuple(task.outputs),
+                                                      inplace=tuple(task.inplace))
                 except Exception as exc:  # noqa: BLE001 - graph capture is optional
                     row["graph_us"] = None
                     notes.append(f"{name}: graph capture failed ({type(exc).__name__})")
@@ -134,4 +144,5 @@ def bench_task(task_name: str, source: str | None = None, runs: int = 100, dtype
                          f"{100 * target_noise:.0f}%; graph replay times (warm L2) are steadier there")
         del probe
     return {"task": task.name, "copy_gbs": bw, "peak_gbs": dev.peak_gbs, "l2_bytes": dev.l2_bytes, "rows": rows,
+            "achievable_gbs": dev.achievable_gbs, "achievable_note": dev.achievable_note,
             "notes": sorted(set(notes)), "device": torch.cuda.get_device_name(), "torch": torch.__version__}

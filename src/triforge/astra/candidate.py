@@ -17,6 +17,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from triforge.astra.preprocess import clean
 from triforge.core.errors import UserError
 
 _LAUNCH = re.compile(r"^\s*//\s*@launch\s+(block|grid|smem)\s*:\s*(.+?)\s*$", re.M)
@@ -138,8 +139,6 @@ def resolve_launch(exprs: dict[str, str], default: dict[str, str], env: dict[str
 
 
 def _strip_comments(src: str) -> str:
-    from triforge.astra.preprocess import clean
-
     return clean(src)
 
 

@@ -12,20 +12,21 @@ from pathlib import Path
 from typing import Any
 
 from triforge.astra.candidate import Candidate, CandidateError, check_interface
+from triforge.astra.compile import nvrtc_compile
 from triforge.astra.evaluate import EvalOptions
+from triforge.astra.ptx_audit import audit_ptx
 from triforge.astra.scan import scan
 from triforge.astra.task import get_task
 from triforge.astra.worker import Worker
 from triforge.confine import proc
 from triforge.confine.isolation import IsolationUnavailable
+from triforge.core.errors import UserError
 
 VERDICTS = ("correct", "incorrect", "hack", "crash", "compile_error")
 
 
 def require_gpu() -> None:
     """Fail with one line when this machine cannot run candidates (no torch, no CUDA, no cuda-python)."""
-    from triforge.core.errors import UserError
-
     try:
         import torch
     except ImportError:
@@ -59,9 +60,6 @@ def audit_on_cpu(task_name: str, source: str, arch: str = "sm_90") -> list:
     """Compile with NVRTC (no GPU needed) and audit the PTX; empty when NVRTC is not installed here or the
     candidate does not compile (the worker reports that)."""
     try:
-        from triforge.astra.compile import nvrtc_compile
-        from triforge.astra.ptx_audit import audit_ptx
-
         res = nvrtc_compile(source, list(get_task(task_name).name_expressions().values()), arch=arch)
     except IsolationUnavailable:  # the compile would run unconfined: refused, never skipped in silence
         raise

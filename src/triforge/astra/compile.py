@@ -24,6 +24,9 @@ from pathlib import Path
 
 from triforge.astra.preprocess import ALLOWED_INCLUDES, check_directives
 from triforge.confine import proc
+from triforge.confine.isolation import IsolationPolicy
+from triforge.confine.proc import ProcLimits
+from triforge.confine.run import run_isolated, scrubbed_env
 
 CONFINED_ENV = "TRIFORGE_ASTRA_WORKER"  # set in the worker's and the compile job's environment: already confined
 COMPILE_TIMEOUT = 300.0  # seconds for one compile outside the worker
@@ -31,6 +34,9 @@ COMPILE_MEMORY_MB = 4096  # an honest candidate compiles in a few hundred MiB
 MAX_RESULT_BYTES = 64 << 20
 COMPILE_CPU_S = 30  # CPU seconds for one compile in a confined process; the lab's kernels take 1 to 3
 MAX_CUBIN_BYTES = 16 << 20  # an honest kernel's cubin is tens of KiB; an initializer bomb's is GiBs
+# what CUDA, torch and Triton read from the environment; nothing else of the host's passes
+_PASS_PREFIXES = ("CUDA_", "NVIDIA_", "NCCL_", "NVSHMEM_", "TORCH_", "PYTORCH_", "TRITON_", "TORCHINDUCTOR_")
+_PASS = ("LD_LIBRARY_PATH", "TRIFORGE_DEBUG")
 
 
 @dataclass
@@ -81,6 +87,21 @@ def cache_dir() -> Path:
     p = Path(base)
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+def confined_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The scrubbed environment plus what CUDA needs, the import path, and the mark of a confined process
+    (for the one-shot compile job and the lab's worker)."""
+    passed = {k: v for k, v in os.environ.items() if k in _PASS or k.startswith(_PASS_PREFIXES)}
+    passed.update(PYTHONPATH=os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)), **{CONFINED_ENV: "1"})
+    passed.update(extra or {})
+    return scrubbed_env(home, passed)
+
+
+def cuda_reads() -> tuple[str, ...]:
+    """The host folders a confined CUDA process must read besides the interpreter's (the CUDA headers)."""
+    inc = cuda_include_dir()
+    return (inc,) if inc else ()
 
 
 def cache_key(source: str, options: list[str], names: list[str], nvrtc_version: str) -> str:
@@ -215,11 +236,6 @@ def compile_confined(source: str, names: list[str], opts: list[str], timeout: fl
     """`compile_here` in a one-shot process under the isolation policy, with a deadline and a memory bound.
 
     Raises `IsolationUnavailable` where isolation cannot be held and was not turned off."""
-    from triforge.astra.worker import confined_env, cuda_reads
-    from triforge.confine.isolation import IsolationPolicy
-    from triforge.confine.proc import ProcLimits
-    from triforge.confine.run import run_isolated
-
     timeout, memory_mb = timeout or COMPILE_TIMEOUT, memory_mb or COMPILE_MEMORY_MB
     with tempfile.TemporaryDirectory(prefix="triforge-nvrtc-") as d:
         work = Path(d)

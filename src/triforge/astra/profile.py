@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from triforge.astra.check_host import _tool
+from triforge.astra.compile import nvrtc_compile
 from triforge.astra.task import get_task, shape_label
 from triforge.confine import proc
 from triforge.core.errors import UserError
@@ -135,8 +136,6 @@ def profile(task_name: str, kernel_path: str | None, timing_index: int = 0, dtyp
 
 def _ptxas_resources(task_name: str, source: str, dtype: str) -> dict[str, int] | None:
     try:
-        from triforge.astra.compile import nvrtc_compile
-
         task = get_task(task_name)
         names = task.name_expressions()
         res = nvrtc_compile(source, list(names.values()), use_cache=False)

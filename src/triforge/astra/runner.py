@@ -11,6 +11,11 @@ import json
 import sys
 from pathlib import Path
 
+from triforge.astra import gpu
+from triforge.astra.candidate import Candidate
+from triforge.astra.evaluate import EvalOptions, _compile_load, evaluate
+from triforge.astra.task import get_task
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="triforge.astra.runner")
@@ -24,23 +29,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1234)
     args = ap.parse_args(argv)
 
-    from triforge.astra import gpu
-    from triforge.astra.task import get_task
-
     task = get_task(args.task)
     source = Path(args.kernel).read_text() if args.kernel else task.baseline_source()
     gpu.init_context()
     if args.mode == "check":
-        from triforge.astra.evaluate import EvalOptions, evaluate
-
         opts = EvalOptions(shapes=args.shapes, timing=False, base_seed=args.seed, fast_math=args.fast_math,
                            dtypes=[args.dtype])
         res = evaluate(args.task, source, opts).to_dict()
         print(json.dumps({k: res[k] for k in ("verdict", "reasons", "checks")}))
         return 0 if res["verdict"] == "correct" else 1
-    from triforge.astra.candidate import Candidate
-    from triforge.astra.evaluate import _compile_load
-
     res, kernel = _compile_load(task, Candidate.from_source(source), args.fast_math)
     if kernel is None:
         print(res.log, file=sys.stderr)

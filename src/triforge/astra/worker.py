@@ -22,16 +22,15 @@ from typing import Any
 import psutil
 
 from triforge.astra import worker_wire
-from triforge.astra.compile import CONFINED_ENV, CPU_BOUND_REASON, stopped_at_cpu_bound
+from triforge.astra.compile import CPU_BOUND_REASON, cache_dir, confined_env, cuda_reads, stopped_at_cpu_bound
+from triforge.astra.task import all_tasks
 from triforge.confine import isolation
 from triforge.confine.isolation import CONFINEMENT_FAILED, IsolationPolicy, IsolationUnavailable, refusal
 from triforge.confine.proc import ProcLimits
-from triforge.confine.run import IsolatedProcess, scrubbed_env, verified
+from triforge.confine.run import IsolatedProcess, verified
 
 DEFAULT_TIMEOUT = 300.0
-# what CUDA, torch and Triton read from the environment; nothing else of the host's passes
-_PASS_PREFIXES = ("CUDA_", "NVIDIA_", "NCCL_", "NVSHMEM_", "TORCH_", "PYTORCH_", "TRITON_", "TORCHINDUCTOR_")
-_PASS = ("LD_LIBRARY_PATH", "TRIFORGE_DEBUG")
+LAB_JOBS = "triforge.astra.worker_jobs.handle"  # the lab's job handler, run inside the worker
 
 
 class WorkerStartError(RuntimeError):
@@ -43,31 +42,8 @@ def default_memory_mb() -> int:
     return min(32 << 10, (psutil.virtual_memory().total >> 20) * 3 // 4)
 
 
-def handle(job: dict[str, Any]) -> dict[str, Any]:
-    kind = job["kind"]
-    if kind in ("evaluate", "bench", "lab_evaluate"):
-        from triforge.astra import gpu
-
-        gpu.ensure_context()
-    if kind == "evaluate":
-        from triforge.astra.evaluate import EvalOptions, evaluate
-
-        return evaluate(job["task"], job["source"], EvalOptions(**job.get("options", {}))).to_dict()
-    if kind == "lab_evaluate":  # the agents' lab: a task variant (user file, extra shapes), then evaluate
-        from triforge.astra.lab import evaluate_in_worker
-
-        return evaluate_in_worker(**job.get("kwargs", {}))
-    if kind == "bench":
-        from triforge.astra.bench import bench_task
-
-        return bench_task(job["task"], job.get("source"), **job.get("options", {}))
-    raise ValueError(f"unknown job kind {kind!r}")
-
-
 def job_reads(job: dict[str, Any]) -> set[str]:
     """Host folders a job needs to read: its task file's, and a user task's baseline kernel's."""
-    from triforge.astra.task import all_tasks
-
     kw = job.get("kwargs") or {}
     out = set()
     task_file = job.get("task_file") or kw.get("task_file")
@@ -85,21 +61,6 @@ def _in_package(path: Path) -> bool:
     return root in path.resolve().parents
 
 
-def confined_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The scrubbed environment plus what CUDA needs, the import path, and the mark of a confined process."""
-    passed = {k: v for k, v in os.environ.items() if k in _PASS or k.startswith(_PASS_PREFIXES)}
-    passed.update(PYTHONPATH=os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)), **{CONFINED_ENV: "1"})
-    passed.update(extra or {})
-    return scrubbed_env(home, passed)
-
-
-def cuda_reads() -> tuple[str, ...]:
-    from triforge.astra.compile import cuda_include_dir
-
-    inc = cuda_include_dir()
-    return (inc,) if inc else ()
-
-
 def require_isolation(policy: IsolationPolicy | None = None) -> str:
     """What a worker's confinement holds here, read back from /proc; raises `IsolationUnavailable` (before
     any candidate, and before any model call when asked first) where it cannot hold and was not turned off."""
@@ -115,13 +76,13 @@ class Worker:
     """A restartable, confined worker process with a watchdog on every job.
 
     `handler`: dotted name of the function that answers a job dict inside the worker (the lab's
-    `handle` by default; tests pass their own). `policy`: the isolation policy (default: from the
+    `worker_jobs.handle` by default; tests pass their own). `policy`: the isolation policy (default: from the
     environment, so `--isolation none` turns it off); the worker's own widenings are added to it.
     `memory_mb`: bound on the worker's memory (a cgroup where one can be made, and RLIMIT_DATA per
     process). `visible_devices`: CUDA_VISIBLE_DEVICES for the worker (one GPU of a pool)."""
 
     def __init__(self, timeout: float = DEFAULT_TIMEOUT, start_timeout: float = 180.0,
-                 handler: str = "triforge.astra.worker.handle", *, policy: IsolationPolicy | None = None,
+                 handler: str = LAB_JOBS, *, policy: IsolationPolicy | None = None,
                  memory_mb: int | None = None, visible_devices: str | None = None) -> None:
         self.timeout = timeout
         self.start_timeout = start_timeout
@@ -141,8 +102,6 @@ class Worker:
         return self.process is not None and self.process.popen.poll() is None
 
     def effective_policy(self) -> IsolationPolicy:
-        from triforge.astra.compile import cache_dir
-
         base = self.policy or IsolationPolicy.from_env()
         return base.widened(read_only=(*cuda_reads(), *sorted(self.reads)), writable=(str(cache_dir()),))
 
@@ -188,8 +147,6 @@ class Worker:
             raise WorkerStartError(f"astra worker failed to start: {'; '.join(map(str, msg.get('reasons') or []))}")
 
     def _env_extra(self) -> dict[str, str]:
-        from triforge.astra.compile import cache_dir
-
         extra = {"TRIFORGE_ASTRA_CACHE": str(cache_dir())}  # the NVRTC disk cache, handed in writable
         if self.visible_devices is not None:
             extra["CUDA_VISIBLE_DEVICES"] = self.visible_devices

@@ -12,6 +12,7 @@ import sys
 import traceback
 
 from triforge.astra import worker_wire
+from triforge.astra.worker_wire import Fatal
 
 
 def _take_pipes() -> tuple[int, int]:
@@ -42,8 +43,6 @@ def serve(handler: str) -> None:
         try:
             worker_wire.send(replies, handle_job(job))
         except Exception as exc:  # noqa: BLE001 - the context may be gone: report and leave
-            from triforge.astra.evaluate import Fatal
-
             why = str(exc) if isinstance(exc, Fatal) else f"{type(exc).__name__}: {exc}"
             tb = "" if isinstance(exc, Fatal) or isinstance(exc, MemoryError) else traceback.format_exc(limit=4)[-1500:]
             try:

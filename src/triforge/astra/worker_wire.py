@@ -21,6 +21,11 @@ class WireTimeout(Exception):
     """No (whole) message arrived before the deadline."""
 
 
+class Fatal(Exception):
+    """Raised by a job handler when the worker cannot go on (the CUDA context is unusable): the reply is a
+    crash, and the worker is replaced."""
+
+
 def send(fd: int, message: dict[str, Any], timeout: float | None = None) -> None:
     """Write one message; `WireTimeout` when the other side has not taken it within `timeout` seconds."""
     data = json.dumps(message, default=str).encode()

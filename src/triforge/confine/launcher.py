@@ -159,8 +159,8 @@ PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", 
 
 
 def _proc_writable() -> None:
-    """The new /proc writable again, but for PROC_READ_ONLY: on a read-only /proc cuInit fails with 304
-    (measured on an H100, 2026-12-05; likely its thread names, written to /proc/self/task/<tid>/comm)."""
+    """The new /proc writable again, but for PROC_READ_ONLY: CUDA does not start on a read-only /proc (cuInit
+    fails with 304, likely writing its thread names to /proc/self/task/<tid>/comm; docs/sandbox.md)."""
     mount, setattr_ = _mount_api()
     ms_bind, ms_rec, attr_rdonly = 4096, 16384, 0x1
     setattr_("/proc", 0, attr_rdonly, False)  # this mount only: what is mounted inside stays read-only

@@ -1,10 +1,10 @@
 """Aids for small models, as one opt-in policy on the agent loop (`--profile small-model`).
 
-Each aid answers a failure seen in a real small model's trajectories (Qwen2.5-Coder-1.5B, docs/local.md,
-which records what each one measurably changed). None of them is on unless this policy is chosen.
+Each aid answers a failure seen in a real small model's trajectories (docs/local.md records which, and what
+each one measurably changed). None of them is on unless this policy is chosen.
 
-* `stop_strings`: Qwen2.5-Coder follows its code with a made-up ```output block (a notebook habit) and
-  then acts on it; the reply is cut there, as at the text protocol's own `<tool_response`.
+* `stop_strings`: a small code model may follow its code with a made-up ```output block (a notebook habit)
+  and then act on it; the reply is cut there, as at the text protocol's own `<tool_response`.
 * re-asking a repeated reply: at temperature 0 a small model answers the same context with the same
   reply; a reply identical to an earlier one in the run is asked for again at `resample_temperature`,
   with its own sample index (so the response cache keeps both).
@@ -14,10 +14,10 @@ which records what each one measurably changed). None of them is on unless this 
   the same calls is not run; every earlier exchange that sent them leaves the context, and one note
   says that the call was not run. The note claims nothing about results or state: in a persistent kernel
   the same code can give another result now, and a restart may have cleared what it defined.
-* reading bare arguments: in astra's planning role the model handed in `{"plans": [...]}` (the arguments
-  alone, often in a ```json block) and then, told to wrap it, copied the error's example instead. A reply
-  whose only JSON object has exactly the parameters of one tool (all its required ones, none unknown)
-  is taken as the call to that tool; with two such tools it stays a format error.
+* reading bare arguments: a model may hand in a tool's arguments alone (often in a ```json block) and,
+  told to wrap them in a call, copy the error's example instead. A reply whose only JSON object has exactly
+  the parameters of one tool (all its required ones, none unknown) is taken as the call to that tool; with
+  two such tools it stays a format error.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from triforge.core.policy import LoopPolicy
 from triforge.core.tools import Call, ToolSet
 
 RESAMPLE_OFFSET = 1000  # re-asked replies use sample index: the run's sample + RESAMPLE_OFFSET * attempt
-OUTPUT_BLOCK = "```output"  # Qwen2.5-Coder's invented result block
+OUTPUT_BLOCK = "```output"  # the invented result block a notebook-trained model writes after its code
 
 
 def bare_arguments_call(comp: Completion, tools: ToolSet) -> list[Call] | None:

@@ -2,11 +2,11 @@
 
 The loop and the tools know no constraint programming. CPMpy-specific knowledge lives in three places:
 the project prompt (`prompts/project.md.j2`, replaceable with `--project-prompt`), the tools that run
-CPMpy code for the model (`kernel_tools`: unsat core, optimality proof), and the hints added to a cell's
+CPMpy code for the model (`sandbox_tools`: unsat core, optimality proof), and the hints added to a cell's
 result after a CPMpy error or an install command (`cell_hints`, `CPAgentConfig.cell_hints`).
 The harness adds checks around the agent: a fresh-run check of every submission, an unsat-core
 explanation on request, and an optimality proof for optimisation problems. Aids for weak models are
-opt-in (`CPAgentConfig.small_model`, `cpagent.small_model`).
+opt-in (`CPAgentConfig.small_model`, `cpagent.small_model_aids`).
 """
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from triforge.confine.proc import ProcResult
+from triforge.core import context
 from triforge.core.errors import FormatError, Submitted, UserError
 from triforge.core.llm import LLM
 from triforge.core.react import Agent, AgentConfig, AgentLimits, AgentResult
 from triforge.core.tools import Tool, ToolSet, tool
 from triforge.cpagent.cell_hints import error_hint, install_note, strip_installs
-from triforge.cpagent.kernel_tools import explain_code, prove_code
 from triforge.cpagent.output import OutputError, key_errors, parse_solution
 from triforge.cpagent.program_run import Limits, run_python
+from triforge.cpagent.sandbox_tools import explain_code, prove_code
 from triforge.cpagent.small_model_aids import SmallModelAids
 from triforge.cpagent.task import CPTask, system_prompt, task_prompt
 from triforge.sandbox.kernel_sandbox import ExecResult, KernelSandbox
@@ -38,22 +39,21 @@ class CPAgentConfig:
     fresh_check: bool = True  # run a submission fresh before accepting it (off only for ablations)
     # After a cell: install commands not run, CPMpy errors followed by how CPMpy writes it (cpagent.cell_hints)
     cell_hints: bool = True
-    kernel_preamble: str = ""  # run in the kernel before the first step (e.g. PRELOAD_IMPORTS)
+    kernel_preamble: str = ""  # run in the kernel before the first step (e.g. small_model_aids.PRELOAD_IMPORTS)
     cell_timeout_s: float = 60.0
     sandbox_options: dict[str, Any] = field(default_factory=dict)
     temperature: float | None = None
     sample: int = 0
     small_model: SmallModelAids | None = None  # opt-in aids for weak models (`--profile small-model`)
+    model_check: str = "sample"  # grading's model-level check: off | sample | full (cpagent.model_check)
 
     def settings(self) -> dict[str, Any]:
         """Everything here that can change a run's result, as plain data (for run records)."""
         return {"limits": asdict(self.limits), "fresh_check": self.fresh_check, "cell_hints": self.cell_hints,
                 "kernel_preamble": self.kernel_preamble, "cell_timeout_s": self.cell_timeout_s,
                 "project_prompt": str(self.project_prompt or "built-in"), "temperature": self.temperature,
-                "sample": self.sample, "small_model": asdict(self.small_model) if self.small_model else None}
-
-
-PRELOAD_IMPORTS = "import json\nimport cpmpy as cp\nimport numpy as np"
+                "sample": self.sample, "small_model": asdict(self.small_model) if self.small_model else None,
+                "model_check": self.model_check}
 
 
 @dataclass
@@ -163,7 +163,11 @@ class CPAgentTools:
                             "installed in the environment triforge runs in?")
 
     def execute(self, code: str, timeout: float) -> tuple[ExecResult, str]:
-        """A cell's result and the text the model reads; a kernel that had to restart gets its preamble back."""
+        """A cell's result and the text the model reads; a kernel that had to restart gets its preamble back.
+        The cell is cut at the run's wall-time limit when that comes first."""
+        left = context.remaining_s()
+        if left is not None:
+            timeout = max(1.0, min(timeout, left))
         res = self.sandbox.execute(code, timeout=timeout)
         text = describe(res)
         if res.restarted and self.config.kernel_preamble:

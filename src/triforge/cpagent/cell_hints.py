@@ -1,17 +1,15 @@
 """Answers for dead ends a weak model walks into in the kernel, so it does not spend its steps there.
 
-Seen with the local 1.5B model on the main job (2026-12-03): it called `cp.Eq`, which CPMpy does not have,
-read the AttributeError as a broken install, and spent its remaining 9 steps and about 700 s on
-`!pip install --upgrade cpmpy`, each cell waiting out pip's retries in a sandbox that has no network.
+A model that calls a name CPMpy does not have (`cp.Eq`) can read the AttributeError as a broken install and
+spend its remaining steps on `pip install`, each cell waiting out pip's retries in a sandbox without network
+(the runs are in docs/local.md, "Aids for weak models").
 
 - An install command (`!pip install`, `%pip install`, `!conda install`, ...) is not run: its line becomes
   `pass`, the rest of the cell runs, and the model is told why (the packages it needs are there).
 - `module 'cpmpy' has no attribute 'X'` gets how CPMpy writes what X usually means in other modelling
   libraries (comparisons and logic are Python operators), or else the CPMpy names closest to X.
 - CPMpy's `__bool__ should not be called on a CPMPy expression` (a Python `if`, `and`, `or`, `not`, `max` or
-  `any` applied to a decision-variable expression) gets the CPMpy forms of those. In the first 66 problems of
-  the 101-problem measurement (made without these hints) the model hit the first on 11 problems, the second
-  on 5.
+  `any` applied to a decision-variable expression) gets the CPMpy forms of those.
 """
 
 from __future__ import annotations

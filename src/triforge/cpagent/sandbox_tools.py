@@ -1,4 +1,4 @@
-"""Code the harness runs inside the agent's kernel: explain an infeasible model, prove an optimum.
+"""Code the harness runs inside the agent's IPython kernel: explain an infeasible model, prove an optimum.
 
 The snippets find the agent's CPMpy model in the kernel namespace (the variable named `model`, else
 the last `cpmpy.Model` defined) and print one short report; no CP logic lives in the agent itself.

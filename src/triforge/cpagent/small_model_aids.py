@@ -1,7 +1,7 @@
 """cpagent's aids for weak models: the core small-model policy plus auto-submit (`--profile small-model`).
 
 Off unless chosen: a capable model gets none of them. docs/local.md records what each one measurably
-changed with Qwen2.5-Coder-1.5B, and which were retired because they changed nothing.
+changed with the embedded local model, and which were retired because they changed nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from triforge.cpagent.agent import CPAgentConfig, CPAgentTools
 
 PROFILES = ("default", "small-model")
+PRELOAD_IMPORTS = "import json\nimport cpmpy as cp\nimport numpy as np"  # the small-model profile's kernel preamble
 
 
 @dataclass
@@ -24,7 +25,7 @@ class SmallModelAids:
     """Which aids are on (all, in the `small-model` profile); the benchmarks turn single ones off."""
 
     # A cell that prints exactly one solution-shaped JSON object is handed in as the program (after the fresh
-    # check, when that is on): the 1.5B model printed solutions and never called submit.
+    # check, when that is on): a weak model prints its solution and never calls submit.
     auto_submit: bool = True
     resample_repeats: int = 1  # re-ask a reply identical to an earlier one (core.small_model)
     forget_repeats: bool = True  # a call sent a third time is not run and leaves the context (core.small_model)
@@ -52,9 +53,7 @@ class CPSmallModelPolicy(SmallModelPolicy):
 
 def apply_profile(config: CPAgentConfig, profile: str) -> CPAgentConfig:
     """`default`: nothing added. `small-model`: every aid above, and the kernel starts with the imports
-    the model needs (it often forgot `import cpmpy as cp`, then advised `pip install cpmpy`)."""
-    from triforge.cpagent.agent import PRELOAD_IMPORTS
-
+    the model needs (a weak model forgets `import cpmpy as cp`, then takes the NameError for a missing package)."""
     if profile not in PROFILES:
         raise UserError(f"unknown profile {profile!r}; use one of: {', '.join(PROFILES)}")
     if profile == "small-model":

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from triforge.local.install import LocalModelError
-from triforge.local.llama_build import missing_llama_modules
+from triforge.local.llama_build import missing_llama_modules, server_env
 from triforge.local.paths import local_dir
 
 HOST = "127.0.0.1"
@@ -94,17 +94,6 @@ class ServerOptions:
         return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_path), "--host", HOST,
                 "--port", str(port), *fmt, "--n_threads", str(self.n_threads), "--n_ctx", str(self.n_ctx),
                 "--model_alias", self.model_alias]
-
-
-def server_env() -> dict[str, str]:
-    """The server's environment: OpenMP threads sleep instead of spinning while they wait.
-
-    llama.cpp's OpenMP workers spin by default; on shared, oversubscribed cores that made generation 7x
-    slower (0.5 vs 3.4 tokens/s with 2 threads at load 9 on 2 cores). Set OMP_WAIT_POLICY to override.
-    """
-    env = dict(os.environ)
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    return env
 
 
 def free_port() -> int:

@@ -26,7 +26,7 @@ from triforge.core.provenance import content_hash
 from triforge.executors.local import TaskFailed
 from triforge.executors.local import current as current_executor
 from triforge.maestro.benchmarks.base import Example, MetricResult
-from triforge.maestro.interpreter import Executor, Models, ProgramRun, Retriever
+from triforge.maestro.interpreter import Interpreter, Models, ProgramRun, Retriever
 from triforge.maestro.program import Program
 
 Metric = Callable[[Example, ProgramRun], MetricResult]
@@ -148,9 +148,9 @@ def score_run(example: Example, run: ProgramRun, metric: Metric) -> MetricResult
                             {"metric_error": f"{type(e).__name__}: {e}"})
 
 
-def evaluate_one(executor: Executor, example: Example, metric: Metric, sample: int = 0,
+def evaluate_one(interpreter: Interpreter, example: Example, metric: Metric, sample: int = 0,
                  store: ResultStore | None = None, item_hash: str | None = None) -> ExampleResult:
-    h = executor.program.hash
+    h = interpreter.program.hash
     item_hash = item_hash or example_hash(example)
     hit = store.get(h, example.id, sample) if store is not None else None
     if hit is not None and hit.item_hash == item_hash:  # a row for other content is run again, never served
@@ -165,7 +165,7 @@ def evaluate_one(executor: Executor, example: Example, metric: Metric, sample: i
                                                              "triforge.program.hash": h}) \
         if tracer else contextlib.nullcontext({})
     with span as attrs:
-        run = executor.run(example.inputs, sample=sample)
+        run = interpreter.run(example.inputs, sample=sample)
         verdict = score_run(example, run, metric)
         attrs["triforge.score"] = verdict.score
         if run.error:
@@ -202,15 +202,15 @@ class EvalItem:
 
 @dataclass(frozen=True)
 class SharedRun:
-    """The task function of an evaluation: the program's executor (models, retrievers) and the metric,
+    """The task function of an evaluation: the program's interpreter (models, retrievers) and the metric,
     sent once per evaluation to each worker, not once per example."""
 
-    executor: Executor
+    interpreter: Interpreter
     metric: Metric
 
     def __call__(self, item: EvalItem) -> ExampleResult:
         """`evaluate_one` without a store: the caller serves stored results and stores new ones."""
-        return evaluate_one(self.executor, item.example, self.metric, item.sample, None, item.item_hash)
+        return evaluate_one(self.interpreter, item.example, self.metric, item.sample, None, item.item_hash)
 
 
 def evaluate(program: Program, examples: Sequence[Example], metric: Metric, models: Models, *,
@@ -224,7 +224,7 @@ def evaluate(program: Program, examples: Sequence[Example], metric: Metric, mode
     like CP-Bench's, hashes the data itself). Examples not served by `store` fan out over the current
     executor (`triforge.executors.local.current`); results are stored here, in the caller's process.
     """
-    executor = Executor(program, models, retrievers)
+    interpreter = Interpreter(program, models, retrievers)
     hashes = {ex.id: hash_example(ex) for ex in examples}
     items = [(ex, s) for ex in examples for s in range(samples)]
     t0 = time.perf_counter()
@@ -255,5 +255,5 @@ def evaluate(program: Program, examples: Sequence[Example], metric: Metric, mode
 
     tasks = [EvalItem(items[k][0], items[k][1], hashes[items[k][0].id]) for k in todo]
     with _endpoint_limits():
-        current_executor().map(SharedRun(executor, metric), tasks, jobs=jobs, on_done=done)
+        current_executor().map(SharedRun(interpreter, metric), tasks, jobs=jobs, on_done=done)
     return EvalReport(program.hash, results, time.perf_counter() - t0)  # type: ignore[arg-type]

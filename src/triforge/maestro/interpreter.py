@@ -131,8 +131,8 @@ def _as_outputs(node: Node, ret: Any) -> dict[str, Any]:
     raise NodeError(f"{node.fn} returned {type(ret).__name__}; expected a dict with keys {list(node.outputs)}")  # type: ignore[attr-defined]
 
 
-class Executor:
-    """Runs one program; holds what every example shares (models, retrievers, field types)."""
+class Interpreter:
+    """Interprets one program graph (runs its nodes in order); holds what every example shares (models, retrievers, field types)."""
 
     def __init__(self, program: Program, models: Models, retrievers: dict[str, Retriever] | None = None) -> None:
         self.program = program
@@ -289,5 +289,5 @@ def _describe(e: Exception) -> str:
 
 def run_program(program: Program, inputs: dict[str, Any], models: Models, *,
                 retrievers: dict[str, Retriever] | None = None, sample: int = 0) -> ProgramRun:
-    """Run `program` once on `inputs` (a convenience around `Executor`)."""
-    return Executor(program, models, retrievers).run(inputs, sample=sample)
+    """Run `program` once on `inputs` (a convenience around `Interpreter`)."""
+    return Interpreter(program, models, retrievers).run(inputs, sample=sample)

@@ -57,13 +57,18 @@ def evaluate_to_dir(program: str | Program | None, bench: str, split: str, model
                     data: str | None = None, corpus: str | None = None, mode: str = "strict",
                     limit: int | None = None, jobs: int | None = None, samples: int = 1, fresh: bool = False,
                     on_start: Callable[[int], None] | None = None,
-                    on_result: Callable[[ExampleResult], None] | None = None) -> dict[str, Any]:
+                    on_result: Callable[[ExampleResult], None] | None = None,
+                    on_data: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """`on_data` hears which data set the run reads and its size (one line), before anything runs."""
     from triforge.maestro.programs import load_program
 
     benchmark = open_benchmark(bench, data=data, corpus=corpus, mode=mode)
     prog = benchmark.seed_program() if program is None else (
         program if isinstance(program, Program) else load_program(program))
     examples = benchmark.examples(split)
+    data_set = describe_data(bench, data, benchmark, split, len(examples))
+    if on_data is not None:
+        on_data(data_set)
     if limit is not None:
         examples = examples[:limit]
     jobs = jobs or benchmark.default_jobs
@@ -83,7 +88,7 @@ def evaluate_to_dir(program: str | Program | None, bench: str, split: str, model
         on_start(len(examples) * samples)
     report = evaluate(prog, examples, benchmark.metric, models, retrievers=benchmark.retrievers(), jobs=jobs,
                       samples=samples, store=store, on_result=on_result, hash_example=lambda ex: current[ex.id])
-    summary = {"bench": bench, "split": split, **report.summary(), **fp.stamp(),
+    summary = {"bench": bench, "split": split, "data_set": data_set, **report.summary(), **fp.stamp(),
                "moved_aside": str(moved) if moved else None}
     rd.write_results({"summary": summary, "examples": [
         {"id": r.example_id, "sample": r.sample, "score": r.score, "error": r.error, "item_hash": r.item_hash,
@@ -92,8 +97,28 @@ def evaluate_to_dir(program: str | Program | None, bench: str, split: str, model
     return summary
 
 
+def describe_data(bench: str, data: str | None, benchmark: Benchmark, split: str, n_split: int) -> str:
+    """Which data set a run reads and how big it is, e.g. `hotpotqa-mini (bundled): 20 examples; split test: 6`."""
+    from triforge.core.errors import UserError
+
+    try:
+        from triforge.data import lookup
+
+        ds = lookup(data, bench)
+    except (ImportError, KeyError, UserError):
+        ds = None
+    name = (f"{ds.name} (bundled)" if ds.bundled else ds.name) if ds is not None else str(data or "default")
+    try:
+        total = len(benchmark.examples("all"))
+    except (UserError, ValueError, KeyError):
+        total = None
+    size = f"{total} examples; " if total is not None else ""
+    return f"{name}: {size}split {split}: {n_split}"
+
+
 def report_md(program: Program, summary: dict[str, Any], report: EvalReport) -> str:
     lines = [f"# maestro run: {program.name} on {summary['bench']} / {summary['split']}", "",
+             f"- data: {summary.get('data_set') or 'not recorded'}",
              f"- program hash `{program.hash}`",
              f"- mean score **{summary['mean_score']:.3f}** over {summary['n']} run(s)",
              f"- errors: {summary['errors'] or 'none'}; from earlier runs: {summary['cached']}",

@@ -1,6 +1,6 @@
 """Starting one sandboxed kernel: the launcher's spec, the process, finding the kernel, checking its isolation.
 
-`KernelProcess` (sandbox_kernel.py) owns what is started here and talks to it; this module only
+`KernelProcess` (kernel_process.py) owns what is started here and talks to it; this module only
 starts it and reads back what holds.
 """
 

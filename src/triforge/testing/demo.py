@@ -8,15 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from triforge.confine.proc import run as run_proc
-from triforge.core import context
-from triforge.core.budget import Budget, BudgetLimits
+from triforge.core.budget import BudgetLimits
 from triforge.core.config import ModelConfig
 from triforge.core.errors import Submitted
 from triforge.core.llm import OpenAICompatLLM
 from triforge.core.react import Agent, AgentConfig, AgentLimits, AgentResult
+from triforge.core.run import open_run
 from triforge.core.rundir import RunDir
 from triforge.core.tools import tool
-from triforge.core.trace import Tracer
 from triforge.testing.fake_server import FakeOpenAIServer
 from triforge.ui.trace_view import render_html
 
@@ -67,7 +66,7 @@ def run_demo(out: Path) -> AgentResult:
         llm = OpenAICompatLLM("scripted-demo", cfg)
         agent = Agent(llm, [python_eval, submit], AgentConfig(limits=AgentLimits(max_steps=6)),
                       name="demo", run_dir=rd.path)
-        with context.use(budget=Budget(BudgetLimits(max_calls=10)), tracer=Tracer(rd.path)):
+        with open_run(rd.path, llm=llm, cache="off", limits=BudgetLimits(max_calls=10), trace=True):
             result = agent.run(TASK)
     expected = str(sum(i * i for i in range(1, 101)))
     rd.write_results({"task": TASK, "answer": result.output, "expected": expected,

@@ -1,6 +1,6 @@
 """The evaluation seam: the loop hands candidates to an `Evaluator` and reads verdicts back.
 
-`LocalPool` runs them now, one confined lab worker per visible GPU; `Deferred` only leaves them in the run
+`GpuPool` runs them now, one confined lab worker per visible GPU; `Deferred` only leaves them in the run
 directory (`candidates/<id>/kernel.cu` and `job.json`) for `triforge astra evaluate DIR` on a GPU machine,
 which writes `result.json` beside each. A scale-out engine plugs in through the same Protocol.
 """
@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from triforge.astra import lab
 from triforge.astra.worker import Worker, require_isolation
 from triforge.confine.isolation import IsolationUnavailable
 from triforge.core.rundir import write_json_atomic
@@ -101,8 +102,6 @@ def confinement_of(worker: Any) -> str:
 
 
 def _run_job(job: EvalJob, worker: Any, run_dir: Path, timeout: float) -> dict[str, Any]:
-    from triforge.astra import lab
-
     task_file = str(run_dir / job.task_file) if job.task_file else None
     try:
         res = lab.check(job.task, job.source, worker=worker, shapes=job.shapes, extra_shapes=job.extra_shapes,
@@ -130,7 +129,7 @@ def _run_job(job: EvalJob, worker: Any, run_dir: Path, timeout: float) -> dict[s
     return res
 
 
-class LocalPool:
+class GpuPool:
     """One worker per visible GPU, kept warm across batches; a batch is spread over them by the core's
     local executor (one task per GPU at a time, `assigned_gpu()` naming the task's worker)."""
 

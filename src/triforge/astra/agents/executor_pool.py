@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from triforge.astra.agents.evaluator import EvalJob, run_job
+from triforge.astra.agents.evaluator import EvalJob, PinnedWorker, run_job
+from triforge.astra.worker import LAB_JOBS
 from triforge.confine.isolation import IsolationUnavailable
 from triforge.core.errors import UserError
 from triforge.executors.local import Executor, assigned_gpu
@@ -23,14 +24,12 @@ class JobTask:
     job: EvalJob
     task_file_text: str | None  # the run directory's copy of the task file, when the job names one
     timeout: float
-    handler: str = "triforge.astra.worker.handle"  # the lab worker's job handler (see astra.worker.Worker)
+    handler: str = LAB_JOBS  # the lab worker's job handler (see astra.worker.Worker)
 
 
 def evaluate_job(t: JobTask) -> dict[str, Any]:
     """One job on whatever machine runs the task; its worker is started on first use and stopped after,
     pinned to the GPU the executor gave the task (the local pool's slot; Ray sets CUDA_VISIBLE_DEVICES)."""
-    from triforge.astra.agents.evaluator import PinnedWorker
-
     with tempfile.TemporaryDirectory(prefix="triforge-astra-job-") as d:
         run_dir = Path(d)
         if t.job.task_file and t.task_file_text is not None:

@@ -1,20 +1,20 @@
 """CP-Bench for maestro: the cpagent pipeline as a program node, graded by the strict cpagent grader.
 
-A thin adapter over `triforge.cpagent`'s public API: the data set loader, the agent run and its grading
-(`attempt`, the path `cpagent solve` and `bench` take) and the grader (`grade_code`). The agent's
-project prompt, limits and model are the node's config, so maestro can optimize them; a problem
-counts as solved only when every instance is graded correct.
+maestro imports no cpagent module: cpagent offers CP-Bench as the `cpbench` entry point
+(`triforge.core.entry_points`, provided by `triforge.cpagent.api`), whose functions `CPBenchEntry` lists:
+the problem ids, the agent run and its grading (the path `cpagent solve` and `bench` take), the grader.
+The agent's project prompt, limits and model are the node's config, so maestro can optimize them; a
+problem counts as solved only when every instance is graded correct.
 """
 
 from __future__ import annotations
 
 import os
 import random
-import tempfile
-from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+from triforge.core import entry_points
 from triforge.core.errors import BudgetExceeded, EndpointError, UserError
 from triforge.maestro.benchmarks.base import Example, MetricResult
 
@@ -22,31 +22,30 @@ ENV_VAR = "TRIFORGE_CPBENCH"
 SPLITS = ("train", "val", "test", "all")
 
 
-def default_data_dir() -> Path | None:
-    candidate = Path(__file__).resolve().parents[4].parent / "shared" / "data" / "dcp-bench-open"
-    return candidate if candidate.is_dir() else None
-
-
 def resolve_data(path: str | os.PathLike[str] | None = None) -> Path:
-    raw = path if path is not None else os.environ.get(ENV_VAR) or default_data_dir()
-    if raw is None:
-        raise UserError(
-            f"CP-Bench data not found: pass --data pointing at a DCP-Bench-Open checkout or set {ENV_VAR}"
-        )
-    return Path(raw)
+    """A data set's name (None: $TRIFORGE_CPBENCH, else the bundled `dcp-bench-open`) or a path, as a path."""
+    from triforge.data import resolve_path
+
+    return resolve_path(path, "cpbench")
 
 
-@lru_cache(maxsize=256)
-def _problem(data_root: str, problem_id: str) -> Any:
-    from triforge.cpagent.dataset import load_problem
+@runtime_checkable
+class CPBenchEntry(Protocol):
+    """What maestro needs from the `cpbench` entry point (records and grades are cpagent's plain dicts)."""
 
-    return load_problem(data_root, problem_id)
+    def problem_ids(self, data_root: str) -> list[str]: ...
+
+    def project_prompt(self) -> str: ...
+
+    def solve(self, problem_id: str, data_root: str, *, llm: Any, **config: Any) -> dict[str, Any]: ...
+
+    def grade(self, problem_id: str, data_root: str, code: str, solver: str = "ortools") -> dict[str, Any]: ...
+
+    def problem_hash(self, problem_id: str, data_root: str) -> str: ...
 
 
-def _task(data_root: str, problem_id: str) -> Any:
-    from triforge.cpagent import task_from_problem
-
-    return task_from_problem(_problem(data_root, problem_id))
+def cpagent_entry() -> CPBenchEntry:
+    return entry_points.load("cpbench")  # type: ignore[no-any-return]
 
 
 def solve(
@@ -63,29 +62,15 @@ def solve(
     cell_timeout_s: float = 60.0,
     temperature: float | None = None,
 ) -> dict[str, Any]:
-    """Run cpagent's evaluation path (`triforge.cpagent.attempt`: the agent, then strict grading) on one problem.
+    """Run cpagent's evaluation path (the agent, then strict grading) on one problem.
 
     `project_prompt` is the Jinja text of the project prompt. A spent budget or a failed endpoint is raised,
     never turned into a score: the evaluation stops (budget) or the example is run again on resume (endpoint).
     """
-    from triforge.core.react import AgentLimits
-    from triforge.cpagent import CPAgentConfig, attempt
-
-    task = _task(data_root, problem_id)
-    with tempfile.TemporaryDirectory(prefix="triforge-cpbench-") as d:
-        prompt_path = None
-        if project_prompt:
-            prompt_path = Path(d) / "project.md.j2"
-            prompt_path.write_text(project_prompt, encoding="utf-8")
-        config = CPAgentConfig(
-            limits=AgentLimits(max_steps=max_steps, max_wall_s=max_wall_s, max_cost_usd=max_cost_usd),
-            project_prompt=prompt_path,
-            fresh_check=fresh_check,
-            cell_timeout_s=cell_timeout_s,
-            temperature=temperature,
-            sample=sample,
-        )
-        record = attempt(task, llm, config=config)
+    record = cpagent_entry().solve(
+        problem_id, data_root, llm=llm, sample=sample, project_prompt=project_prompt, max_steps=max_steps,
+        max_wall_s=max_wall_s, max_cost_usd=max_cost_usd, fresh_check=fresh_check, cell_timeout_s=cell_timeout_s,
+        temperature=temperature)
     if record["status"] == "budget_exceeded":
         raise BudgetExceeded(record["message"])
     if record["status"] == "endpoint_error":
@@ -147,18 +132,14 @@ class CPBench:
         return resolve_data(self._data)
 
     def examples(self, split: str) -> list[Example]:
-        from triforge.cpagent.dataset import problem_ids
-
         root = str(self.root)
         return [
             Example(id=pid, inputs={"problem_id": pid, "data_root": root})
-            for pid in split_ids(problem_ids(root), split, self._seed)
+            for pid in split_ids(cpagent_entry().problem_ids(root), split, self._seed)
         ]
 
     def metric(self, example: Example, run: Any) -> MetricResult:
         """The agent node's grade (cpagent's grader); code from any other node is graded the same way."""
-        from triforge.cpagent import grade_code
-
         code = str(run.outputs.get("code") or "")
         status, message = str(run.state.get("status", "")), str(run.state.get("message", ""))
         if not code:
@@ -166,14 +147,12 @@ class CPBench:
         grade = run.state.get("grade")
         if not (isinstance(grade, dict) and "instances" in grade and run.state.get("code") == code
                 and self.solver == "ortools"):  # the node graded with the default solver
-            grade = grade_code(_task(str(example.inputs["data_root"]), example.id), code, self.solver)
+            grade = cpagent_entry().grade(example.id, str(example.inputs["data_root"]), code, self.solver)
         return verdict_feedback(grade["instances"], status, message)
 
     def example_hash(self, example: Example) -> str:
         """The problem's content (text, data, reference, instances): the inputs only name it."""
-        from triforge.cpagent import task_hash
-
-        return task_hash(_task(str(example.inputs["data_root"]), example.id))
+        return cpagent_entry().problem_hash(example.id, str(example.inputs["data_root"]))
 
     def seed_program(self) -> Any:
         from triforge.maestro.programs.cpbench import cpbench_seed

@@ -78,7 +78,7 @@ def config_step(st: SearchState, n: int) -> Proposal | None:
     if not failures and move != "model":
         prop.verdict = "skipped: the parent is perfect on this minibatch"
         return prop
-    left = st.ledger.rollouts_left()
+    left = st.ledger.left("rollouts")
     if left is not None and left < len(mb):
         prop.verdict = "skipped: too few rollouts left for the paired comparison"
         return prop
@@ -158,7 +158,7 @@ def merge_step(st: SearchState) -> Proposal | None:
                             minibatch_ids=[e.id for e in mb], rationale=f"merge of candidates {a.id} and {b.id}")
             st.current = prop
             prop.diff = program_diff(a.program, child)
-            left = st.ledger.rollouts_left()
+            left = st.ledger.left("rollouts")
             if left is not None and left < 2 * len(mb):
                 prop.verdict = "skipped: too few rollouts left for the paired comparison"
                 return prop

@@ -13,15 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from triforge.core.budget import Budget
 from triforge.core.errors import BudgetExceeded, UserError
 from triforge.maestro.benchmarks.base import Example
 from triforge.maestro.nodes import LLMNode
-from triforge.maestro.optimize.ledger import Ledger, LedgerLLM
+from triforge.maestro.optimize.budget import BudgetedLLM
 from triforge.maestro.optimize.pareto import Candidate, Pool
 from triforge.maestro.optimize.proposals import Proposal, RunLog, program_diff
 from triforge.maestro.optimize.rollouts import Rollouts, scores
 from triforge.maestro.optimize.search import SearchOutcome
-from triforge.maestro.optimize.state import OptimizeSettings
+from triforge.maestro.optimize.state import ProgramOptimizeSettings
 from triforge.maestro.program import Program
 
 
@@ -51,17 +52,17 @@ class ProgramAdapter:
         if is_val and self.pool.by_hash(program.hash) is None:
             best_before = self.pool.best().score if self.pool.candidates else -1.0
             cand = Candidate(len(self.pool.candidates), program, [], "gepa", scores(results), 0.0,
-                             self.rollouts.ledger.spent().search_rollouts)
+                             self.rollouts.ledger.spent().rollouts)
             self.pool.add(cand)
             if cand.id > 0:
                 prop = Proposal(len(self.log.proposals), "gepa", "instruction", 0, child_hash=program.hash,
                                 diff=program_diff(self.seed, program), verdict="accepted by GEPA",
                                 child_id=cand.id, val_score=round(cand.score, 6), improved=cand.score > best_before)
                 sp = self.rollouts.ledger.spent()
-                prop.spent = {"search_rollouts": sp.search_rollouts, "train_rollouts": sp.rollouts["train"],
-                              "calls": sp.total_calls}
+                prop.spent = {"search_rollouts": sp.rollouts, "train_rollouts": sp.kind("rollouts.train"),
+                              "calls": sp.calls}
                 self.log.add(prop)
-            self.log.point(self.rollouts.ledger.spent().search_rollouts, self.pool.best().score)
+            self.log.point(self.rollouts.ledger.spent().rollouts, self.pool.best().score)
         return EvaluationBatch(outputs=[r.outputs for r in results], scores=[r.score for r in results],
                                trajectories=results if capture_traces else None)
 
@@ -87,7 +88,7 @@ class _QuietLogger:
         self.lines.append(message)
 
 
-def search_gepa(task: Any, rollouts: Rollouts, ledger: Ledger, reflection: LedgerLLM, settings: OptimizeSettings,
+def search_gepa(task: Any, rollouts: Rollouts, ledger: Budget, reflection: BudgetedLLM, settings: ProgramOptimizeSettings,
                 log: RunLog) -> SearchOutcome:
     try:
         import gepa
@@ -116,6 +117,6 @@ def search_gepa(task: Any, rollouts: Rollouts, ledger: Ledger, reflection: Ledge
     except BudgetExceeded as e:
         stop = str(e)
     if not pool.candidates:
-        raise UserError("GEPA stopped before the seed program was scored on validation; raise --budget")
+        raise UserError("GEPA stopped before the seed program was scored on validation; raise --max-rollouts")
     best = pool.best()
     return SearchOutcome(best.program, best.score, pool, log, stop, {"gepa_log_lines": len(logger.lines)})

@@ -25,7 +25,7 @@ def graph_step(st: SearchState) -> Proposal:
     if not failures:
         prop.verdict = "skipped: the parent is perfect on this minibatch"
         return prop
-    left = st.ledger.rollouts_left()
+    left = st.ledger.left("rollouts")
     if left is not None and left < len(mb):
         prop.verdict = "skipped: too few rollouts left for the paired comparison"
         return prop

@@ -15,15 +15,16 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from triforge.core.budget import Budget
 from triforge.core.errors import BudgetExceeded, UserError
 from triforge.maestro.nodes import LLMNode
-from triforge.maestro.optimize.ledger import Ledger, LedgerLLM
+from triforge.maestro.optimize.budget import BudgetedLLM
 from triforge.maestro.optimize.pareto import Candidate, Pool
 from triforge.maestro.optimize.proposals import Proposal, RunLog, program_diff
 from triforge.maestro.optimize.reflect import ReplyError, parse_instruction
 from triforge.maestro.optimize.rollouts import Rollouts, scores
 from triforge.maestro.optimize.search import SearchOutcome
-from triforge.maestro.optimize.state import OptimizeSettings
+from triforge.maestro.optimize.state import ProgramOptimizeSettings
 from triforge.maestro.program import Program
 from triforge.maestro.render import to_text
 
@@ -42,7 +43,7 @@ def _configure(seed: Program, choice: dict[str, tuple[int, int]], instr: dict[st
     return p
 
 
-def search_mipro(task: Any, rollouts: Rollouts, ledger: Ledger, reflection: LedgerLLM, settings: OptimizeSettings,
+def search_mipro(task: Any, rollouts: Rollouts, ledger: Budget, reflection: BudgetedLLM, settings: ProgramOptimizeSettings,
                  log: RunLog) -> SearchOutcome:
     import optuna
 
@@ -53,8 +54,8 @@ def search_mipro(task: Any, rollouts: Rollouts, ledger: Ledger, reflection: Ledg
     calls = 0
     try:
         pool.add(Candidate(0, seed, [], "seed", scores(rollouts.run(seed, task.val, "val")), 0.0,
-                           ledger.spent().search_rollouts))
-        log.point(ledger.spent().search_rollouts, pool.best().score)
+                           ledger.spent().rollouts))
+        log.point(ledger.spent().rollouts, pool.best().score)
         boot = task.train[: max(settings.minibatch, min(len(task.train), 2 * settings.minibatch))]
         boot_results = rollouts.run(seed, boot, "train")
         good = [r for r in boot_results if r.score >= 1.0]
@@ -85,7 +86,7 @@ def search_mipro(task: Any, rollouts: Rollouts, ledger: Ledger, reflection: Ledg
         trial_scores: dict[str, list[float]] = {}
         programs: dict[str, Program] = {}
         for t in range(settings.max_proposals):
-            left = ledger.rollouts_left()
+            left = ledger.left("rollouts")
             if left is not None and left < mb_size:
                 stop = f"rollout budget: {left} left, fewer than one minibatch"
                 break
@@ -109,17 +110,17 @@ def search_mipro(task: Any, rollouts: Rollouts, ledger: Ledger, reflection: Ledg
                     best_before = pool.best().score
                     full = rollouts.run(programs[top], task.val, "val")
                     cand = Candidate(len(pool.candidates), programs[top], [0], "mipro", scores(full), 0.0,
-                                     ledger.spent().search_rollouts)
+                                     ledger.spent().rollouts)
                     pool.add(cand)
                     prop.child_id, prop.val_score, prop.improved = cand.id, round(cand.score, 6), cand.score > best_before
-                    log.point(ledger.spent().search_rollouts, pool.best().score)
+                    log.point(ledger.spent().rollouts, pool.best().score)
             sp = ledger.spent()
-            prop.spent = {"search_rollouts": sp.search_rollouts, "train_rollouts": sp.rollouts["train"],
-                          "calls": sp.total_calls}
+            prop.spent = {"search_rollouts": sp.rollouts, "train_rollouts": sp.kind("rollouts.train"),
+                          "calls": sp.calls}
             log.add(prop)
     except BudgetExceeded as e:
         if not pool.candidates:
-            raise UserError(f"the seed program's validation does not fit the caps ({e}); raise --budget") from None
+            raise UserError(f"the seed program's validation does not fit the caps ({e}); raise --max-rollouts") from None
         stop = str(e)
     best = pool.best()
     return SearchOutcome(best.program, best.score, pool, log, stop)

@@ -16,17 +16,27 @@ def summary_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
         ("optimizer", s["optimizer_label"]),
         ("stop", s["stop_reason"]),
         ("validation score (best)", f"{s['best_val']:.3f}"),
-        ("test score: seed -> best", f"{s['test_seed']:.3f} -> {s['test_best']:.3f} ({s['n_test']} examples)"),
-        ("rollouts: train / train+val (budget)", f"{sp['rollouts']['train']} / {sp['search_rollouts']} "
-                                                 f"({s['budget'] if s['budget'] is not None else 'none'})"),
-        ("rollouts: test (outside the budget)", str(sp["rollouts"]["test"])),
+        ("test score: seed -> best", f"{s['test_seed']:.3f} -> {s['test_best']:.3f} {_test_note(s)}"),
+        ("rollouts: train / train+val (--max-rollouts)", f"{sp['rollouts']['train']} / {sp['search_rollouts']} "
+                                                         f"({s['budget'] if s['budget'] is not None else 'none'})"),
+        ("rollouts: final test (apart from --max-rollouts)", str(sp["rollouts"]["test"])),
         ("LLM calls: task / reflection (sent to an endpoint)", f"{sp['calls']['task']} / {sp['calls']['reflection']} "
                                                              f"({sp['sent']})"),
+        ("LLM calls: search + final test (--max-calls)",
+         f"{s.get('search_calls', '?')} + {s.get('test_calls', '?')} "
+         f"({s['max_calls'] if s.get('max_calls') is not None else 'none'})"),
         ("tokens in / out", f"{sp['input_tokens']} / {sp['output_tokens']}"),
         ("USD", f"{sp['usd']:.4f}"),
         ("proposals (accepted)", f"{s['proposals']} ({s['accepted']})"),
         ("wall time", f"{s['wall_s']:.1f} s"),
     ]
+
+
+def _test_note(s: dict[str, Any]) -> str:
+    if not s.get("test_stop"):
+        return f"({s['n_test']} examples)"
+    return (f"(over {s.get('n_test_seed', 0)} / {s.get('n_test_best', 0)} of {s['n_test']} examples: the final test "
+            f"evaluation was stopped by the call cap: {s['test_stop']})")
 
 
 def report_md(s: dict[str, Any], proposals: list[Proposal], best: Program) -> str:

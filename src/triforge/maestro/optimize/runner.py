@@ -17,19 +17,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from triforge.core.errors import EndpointError, UserError
+from triforge.core.budget import Budget
+from triforge.core.errors import BudgetExceeded, EndpointError, UserError
 from triforge.core.llm import LLM
 from triforge.core.rundir import RunDir, write_json_atomic
 from triforge.executors.local import current as current_executor
 from triforge.maestro.benchmarks.base import Example
 from triforge.maestro.evaluate import ExampleResult, Metric
 from triforge.maestro.interpreter import Models, Retriever
-from triforge.maestro.optimize.ledger import Ledger, LedgerLLM
+from triforge.maestro.optimize.budget import BudgetedLLM, keep_for_test, search_budget, spend_summary
 from triforge.maestro.optimize.proposals import Proposal, RunLog
 from triforge.maestro.optimize.report import report_html, report_md
 from triforge.maestro.optimize.rollouts import EndpointDown, Rollouts
 from triforge.maestro.optimize.search import SearchOutcome, search
-from triforge.maestro.optimize.state import OptimizeSettings, SearchState
+from triforge.maestro.optimize.state import ProgramOptimizeSettings, SearchState
 from triforge.maestro.optimize.typecheck import EditError, typecheck
 from triforge.maestro.program import Program
 
@@ -56,31 +57,34 @@ def _ids_hash(examples: list[Example]) -> str:
 
 
 def _final_test(rollouts: Rollouts, program: Program, examples: list[Example], which: str,
-                on_test: Callable[[str, ExampleResult | None], None] | None) -> list[ExampleResult]:
-    """One program on the test split, telling `on_test` of each result as it comes."""
+                on_test: Callable[[str, ExampleResult | None], None] | None) -> tuple[list[ExampleResult], str | None]:
+    """One program on the test split, telling `on_test` of each result as it comes; the results, and why
+    the evaluation stopped before its end (the call cap) or None."""
     if not examples:
-        return []
-    if on_test is None:
-        return rollouts.run(program, examples, "test")
-    on_test(which, None)
-    before, told = rollouts.on_result, set()
+        return [], None
+    if on_test is not None:
+        on_test(which, None)
+    before, told = rollouts.on_result, {}
 
     def tell(r: ExampleResult) -> None:
-        told.add(r.example_id)
-        on_test(which, r)
+        told[r.example_id] = r
+        if on_test is not None:
+            on_test(which, r)
 
     rollouts.on_result = tell
     try:
         results = rollouts.run(program, examples, "test")
+    except BudgetExceeded as e:  # the results that came before the cap are kept; the report says so
+        return list(told.values()), str(e)
     finally:
         rollouts.on_result = before
     for r in results:  # known already (the best program is the seed, or a resumed run): counted as done
         if r.example_id not in told:
             tell(r)
-    return results
+    return results, None
 
 
-def fingerprint(optimizer: str, task: Task, settings: OptimizeSettings, models: dict[str, Any]) -> dict[str, Any]:
+def fingerprint(optimizer: str, task: Task, settings: ProgramOptimizeSettings, models: dict[str, Any]) -> dict[str, Any]:
     return {"optimizer": optimizer, "bench": task.bench, "program_hash": task.program.hash,
             "train": _ids_hash(task.train), "val": _ids_hash(task.val), "test": _ids_hash(task.test),
             "settings": settings.fingerprint(), "models": models}
@@ -100,8 +104,8 @@ def _check_resume(rd: RunDir, fp: dict[str, Any]) -> None:
                         "or the same options to resume")
 
 
-def run_search(optimizer: str, task: Task, rollouts: Rollouts, ledger: Ledger, reflection: LedgerLLM,
-               settings: OptimizeSettings, log: RunLog,
+def run_search(optimizer: str, task: Task, rollouts: Rollouts, ledger: Budget, reflection: BudgetedLLM,
+               settings: ProgramOptimizeSettings, log: RunLog,
                on_proposal: Callable[[Proposal, SearchState], None] | None) -> SearchOutcome:
     if optimizer in ("maestro", "config-only"):
         settings.graph_step = optimizer == "maestro"
@@ -115,10 +119,10 @@ def run_search(optimizer: str, task: Task, rollouts: Rollouts, ledger: Ledger, r
     return search_gepa(task, rollouts, ledger, reflection, settings, log)
 
 
-def optimize(optimizer: str, task: Task, models: Models, reflection: LLM, settings: OptimizeSettings,
+def optimize(optimizer: str, task: Task, models: Models, reflection: LLM, settings: ProgramOptimizeSettings,
              out: str | Path | None, *, describe_models: dict[str, Any] | None = None, jobs: int = 8,
              on_proposal: Callable[[Proposal, SearchState], None] | None = None,
-             progress: Callable[[Proposal, Ledger, float], None] | None = None,
+             progress: Callable[[Proposal, Budget, float], None] | None = None,
              on_test: Callable[[str, ExampleResult | None], None] | None = None) -> dict[str, Any]:
     """Run one optimizer; `progress(proposal, ledger, best validation score)` is called for every logged proposal,
     `on_test(which, result)` during the final test evaluation (`which`: seed or best; None when it starts)."""
@@ -136,9 +140,11 @@ def optimize(optimizer: str, task: Task, models: Models, reflection: LLM, settin
                          "patience": settings.patience, "max_wall_s": settings.max_wall_s})
     t0 = time.perf_counter()
     # one owner for the ledger: rollouts on other processes or hosts reserve their calls with it
-    ledger: Ledger = current_executor().host(Ledger(settings.budget, settings.max_calls))
+    ledger: Budget = current_executor().host(search_budget(settings.budget, settings.max_calls))
     rollouts = Rollouts(task.metric, models, ledger, retrievers=task.retrievers, jobs=jobs)
-    refl = LedgerLLM(reflection, ledger, "reflection")
+    rollouts.test_rollouts = 2 * len(task.test)  # the seed and the best program
+    keep_for_test(ledger, rollouts.test_rollouts)
+    refl = BudgetedLLM(reflection, ledger, "reflection")
     log = RunLog(rd.path if rd else None)
     if progress is not None:
         log.on_add = lambda prop: progress(prop, ledger, log.best())
@@ -148,10 +154,10 @@ def optimize(optimizer: str, task: Task, models: Models, reflection: LLM, settin
         if isinstance(e, EndpointDown):
             raise
         raise EndpointDown(f"{e}; re-run the same command to resume from the response cache") from e
-    search_calls = ledger.spent().total_calls
-    ledger.uncap()  # the final test evaluation is outside the search's caps, and counted apart
-    test_seed = _final_test(rollouts, task.program, task.test, "seed", on_test)
-    test_best = _final_test(rollouts, outcome.best, task.test, "best", on_test)
+    search_calls = ledger.spent().calls
+    ledger.keep("calls", 0)  # what was kept back is the final test evaluation's, under the same cap
+    test_seed, seed_stop = _final_test(rollouts, task.program, task.test, "seed", on_test)
+    test_best, best_stop = _final_test(rollouts, outcome.best, task.test, "best", on_test)
     spent = ledger.spent()
     summary: dict[str, Any] = {
         "optimizer": optimizer, "optimizer_label": LABELS[optimizer], "bench": task.bench,
@@ -159,8 +165,9 @@ def optimize(optimizer: str, task: Task, models: Models, reflection: LLM, settin
         "best_val": outcome.best_val, "stop_reason": outcome.stop_reason, "budget": settings.budget,
         "max_calls": settings.max_calls, "seed": settings.seed, "n_train": len(task.train),
         "n_val": len(task.val), "n_test": len(task.test),
-        "test_seed": _mean(test_seed), "test_best": _mean(test_best), "spent": spent.to_dict(),
-        "search_calls": search_calls,
+        "test_seed": _mean(test_seed), "test_best": _mean(test_best), "spent": spend_summary(spent),
+        "search_calls": search_calls, "test_calls": spent.calls - search_calls,
+        "n_test_seed": len(test_seed), "n_test_best": len(test_best), "test_stop": seed_stop or best_stop,
         "proposals": len(log.proposals), "accepted": sum(p.child_id is not None for p in log.proposals),
         "wall_s": time.perf_counter() - t0, **outcome.extra,
     }

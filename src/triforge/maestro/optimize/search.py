@@ -13,15 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from triforge.core.budget import Budget
 from triforge.core.errors import BudgetExceeded, EndpointError, UserError
 from triforge.maestro.benchmarks.base import Example
+from triforge.maestro.optimize.budget import BudgetedLLM
 from triforge.maestro.optimize.config_step import config_step
 from triforge.maestro.optimize.graph_step import graph_step
-from triforge.maestro.optimize.ledger import Ledger, LedgerLLM
 from triforge.maestro.optimize.pareto import Pool
 from triforge.maestro.optimize.proposals import Proposal, RunLog
 from triforge.maestro.optimize.rollouts import EndpointDown, Rollouts
-from triforge.maestro.optimize.state import OptimizeSettings, SearchState
+from triforge.maestro.optimize.state import ProgramOptimizeSettings, SearchState
 from triforge.maestro.program import Program
 
 
@@ -47,19 +48,19 @@ def _stop_reason(st: SearchState, started: float, since_improve: int) -> str | N
         return "perfect validation score"
     if st.proposals >= s.max_proposals:
         return f"max proposals: {s.max_proposals}"
-    left = st.ledger.rollouts_left()
+    left = st.ledger.left("rollouts")
     if left is not None and left < min(s.minibatch, len(st.train)):
         return f"rollout budget: {left} left, fewer than one minibatch"
     return None
 
 
-def search(program: Program, train: list[Example], val: list[Example], rollouts: Rollouts, ledger: Ledger,
-           reflection: LedgerLLM, settings: OptimizeSettings, log: RunLog,
+def search(program: Program, train: list[Example], val: list[Example], rollouts: Rollouts, ledger: Budget,
+           reflection: BudgetedLLM, settings: ProgramOptimizeSettings, log: RunLog,
            on_proposal: Callable[[Proposal, SearchState], None] | None = None) -> SearchOutcome:
     if not train or not val:
         raise UserError(f"the search needs train and validation examples (have {len(train)} and {len(val)})")
     if settings.budget is not None and settings.budget < len(val) + settings.minibatch:
-        raise UserError(f"--budget {settings.budget} cannot cover the seed's validation ({len(val)} rollouts) and "
+        raise UserError(f"--max-rollouts {settings.budget} cannot cover the seed's validation ({len(val)} rollouts) and "
                         f"one minibatch ({settings.minibatch}); raise it")
     st = SearchState(settings, program, train, val, rollouts, ledger, reflection, log)
     started = time.monotonic()
@@ -67,9 +68,9 @@ def search(program: Program, train: list[Example], val: list[Example], rollouts:
     try:
         st.add_candidate(program, [], "seed")
     except BudgetExceeded as e:
-        raise UserError(f"the seed program's validation does not fit the caps ({e}); raise --budget or "
+        raise UserError(f"the seed program's validation does not fit the caps ({e}); raise --max-rollouts or "
                         "--max-calls") from None
-    log.point(ledger.spent().search_rollouts, st.pool.best().score)
+    log.point(ledger.spent().rollouts, st.pool.best().score)
     stop: str | None = None
     while stop is None:
         stop = _stop_reason(st, started, since_improve)
@@ -96,12 +97,12 @@ def search(program: Program, train: list[Example], val: list[Example], rollouts:
             stop = stop or "nothing to propose: no module has a text to rewrite and the graph step is off"
             break
         sp = ledger.spent()
-        prop.spent = {"search_rollouts": sp.search_rollouts, "train_rollouts": sp.rollouts["train"],
-                      "calls": sp.total_calls}
+        prop.spent = {"search_rollouts": sp.rollouts, "train_rollouts": sp.kind("rollouts.train"),
+                      "calls": sp.calls}
         log.add(prop)
         st.proposals += 1
         if prop.child_id is not None:
-            log.point(sp.search_rollouts, st.pool.best().score)
+            log.point(sp.rollouts, st.pool.best().score)
         since_improve = 0 if prop.improved else since_improve + 1
         if on_proposal is not None:
             on_proposal(prop, st)

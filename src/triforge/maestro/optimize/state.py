@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from triforge.core.budget import Budget
 from triforge.maestro.benchmarks.base import Example
 from triforge.maestro.evaluate import ExampleResult
-from triforge.maestro.optimize.ledger import Ledger, LedgerLLM
+from triforge.maestro.optimize.budget import BudgetedLLM
 from triforge.maestro.optimize.pareto import Candidate, Pool
 from triforge.maestro.optimize.proposals import Proposal, RunLog
 from triforge.maestro.optimize.rollouts import Rollouts, scores
@@ -22,7 +23,7 @@ from triforge.maestro.program import Program
 
 
 @dataclass
-class OptimizeSettings:
+class ProgramOptimizeSettings:
     budget: int | None = None  # rollouts, train (minibatches included) + validation
     max_calls: int | None = None  # LLM calls of every kind
     seed: int = 0
@@ -51,8 +52,8 @@ class OptimizeSettings:
 
 
 class SearchState:
-    def __init__(self, settings: OptimizeSettings, seed_program: Program, train: list[Example],
-                 val: list[Example], rollouts: Rollouts, ledger: Ledger, reflection: LedgerLLM,
+    def __init__(self, settings: ProgramOptimizeSettings, seed_program: Program, train: list[Example],
+                 val: list[Example], rollouts: Rollouts, ledger: Budget, reflection: BudgetedLLM,
                  log: RunLog) -> None:
         self.settings, self.seed_program, self.train, self.val = settings, seed_program, train, val
         self.rollouts, self.ledger, self.reflection, self.log = rollouts, ledger, reflection, log
@@ -82,7 +83,7 @@ class SearchState:
         results = self.rollouts.run(program, self.val, "val")
         cand = Candidate(len(self.pool.candidates), program, parents, origin, scores(results),
                          self.rollouts.usd_per_rollout(program, results),
-                         self.ledger.spent().search_rollouts)
+                         self.ledger.spent().rollouts)
         self.pool.add(cand)
         return cand
 

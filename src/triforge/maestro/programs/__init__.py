@@ -40,9 +40,28 @@ def load_program(spec: str) -> Program:
             factory = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as e:
             raise ProgramError(f"cannot import program factory {spec!r}: {e}") from None
-        prog = factory() if callable(factory) else factory
+        prog = _call_factory(spec, factory) if callable(factory) else factory
         if not isinstance(prog, Program):
             raise ProgramError(f"{spec} gave a {type(prog).__name__}, not a Program")
         return prog
     raise ProgramError(f"program {spec!r} is not a seed ({', '.join(SEED_NAMES)}), a .json/.toml file, "
                        f"or module:function")
+
+
+def _call_factory(spec: str, factory: Callable[..., object]) -> object:
+    """`factory()`; one that needs arguments, or fails, is the user's mistake: one line, never a traceback."""
+    import inspect
+
+    try:
+        needed = [p.name for p in inspect.signature(factory).parameters.values()
+                  if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    except (TypeError, ValueError):  # a builtin without a signature: find out by calling it
+        needed = []
+    if needed:
+        raise ProgramError(f"{spec} needs arguments ({', '.join(needed)}); name a function that takes none and "
+                           f"returns a Program")
+    try:
+        return factory()
+    except Exception as e:  # noqa: BLE001 - the user's code: report what it raised, in one line
+        raise ProgramError(f"{spec}() failed: {type(e).__name__}: {e}; name a function that takes no arguments "
+                           f"and returns a Program") from None

@@ -3,23 +3,21 @@
 The node runs cpagent's own evaluation path and also writes its strict grade (`grade`), which the
 benchmark's metric reads instead of grading again.
 
-The project prompt text is copied into the program (from the cpagent's built-in template) so the
-optimizer can read and edit it like any instruction.
+The project prompt text is copied into the program (cpagent's built-in template) so the optimizer can
+read and edit it like any instruction.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from triforge.core import entry_points
 from triforge.maestro.program import Program, ProgramBuilder
 
 SOLVE_FN = "triforge.maestro.benchmarks.cpbench:solve"
 
 
 def builtin_project_prompt() -> str:
-    import triforge.cpagent
-
-    return (Path(triforge.cpagent.__file__).parent / "prompts" / "project.md.j2").read_text(encoding="utf-8")
+    """cpagent's own project prompt, through the `cpbench` entry point (see `benchmarks.cpbench.CPBenchEntry`)."""
+    return entry_points.load("cpbench").project_prompt()  # type: ignore[no-any-return]
 
 
 def cpbench_seed(max_steps: int = 30, cell_timeout_s: float = 60.0) -> Program:
