@@ -8,7 +8,8 @@ The harness API, importable from here (loaded on first use, so `import triforge.
     run_references(problems, *, jobs=2, on_done=None, cache=None) -> list[RefResult]
     grade_output(problem, stdout, instance=0, *, solver="ortools", reference=None, cache=None) -> Verdict
     grade_solutions(problem, solutions, instance=0, *, solver="ortools", reference=None, cache=None) -> list[Verdict]
-    grade_program(problem, program_path, instances=None, *, solver="ortools", cache=None) -> list[Verdict]
+    grade_program(problem, program_path, instances=None, *, solver="ortools", cache=None,
+                  model_check="sample") -> list[Verdict]   (model_check: off | sample | full; model_check.py)
 
 The agent's one evaluation path (maestro's CP-Bench benchmark goes through it):
 

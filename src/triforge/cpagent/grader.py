@@ -18,6 +18,8 @@ from triforge.confine import proc
 from triforge.core.errors import UserError
 from triforge.cpagent import warm
 from triforge.cpagent.dataset import DatasetError, Problem
+from triforge.cpagent.model_check import apply as apply_model_check
+from triforge.cpagent.model_check import check_mode, check_model, graded_instances
 from triforge.cpagent.output import (
     OutputError,
     as_template_bools,
@@ -30,7 +32,7 @@ from triforge.cpagent.overconstrained import bool_or_01_keys, relax_source
 from triforge.cpagent.program_run import Limits, run_harness, run_python
 from triforge.cpagent.refmodel import check_plan
 from triforge.cpagent.refs import REF_JOBS, START_SLACK_S, RefCache, RefResult, reference_for
-from triforge.cpagent.submission import program_for, run_error, syntax_error
+from triforge.cpagent.submission import prepare, program_for, run_error, syntax_error
 
 VERDICTS = ("correct", "incorrect", "error", "timeout", "no_output")
 DEFAULT_SOLVER = "ortools"
@@ -51,6 +53,7 @@ class Verdict:
     isolation: str = ""  # how a submitted program was confined ('' for a solution given as JSON)
     run_s: float = 0.0  # running the submitted program
     check_s: float = 0.0  # fix-and-solve
+    model_check: dict[str, Any] | None = None  # the model-level check (model_check.py), where it ran
 
     @property
     def correct(self) -> bool:
@@ -330,12 +333,16 @@ def grade_program(
     relax: bool = True,
     strict_types: bool = False,
     python: str = sys.executable,
+    model_check: str = "sample",
 ) -> list[Verdict]:
     """Run a submitted Python program (or read a .json solution) and grade it on each instance asked for.
 
     A program is run once per instance, with that instance's data put into its `# Data` ... `# End of data`
-    block (the instance's assignments replace the ones of the same names; the program's other lines stay),
-    under the problem's time limit. Data that cannot be put in is an `error` saying why.
+    block (the instance's assignments replace the ones of the same names; the program's other lines stay;
+    without well-formed markers, into its own assignments of those names: submission.prepare), under the
+    problem's time limit. Data that cannot be put in is an `error` saying why. `model_check` (off, sample:
+    the first instance, full: every instance) checks the model behind a correct printed solution
+    (model_check.py).
     """
     path = Path(program)
     if not path.is_file():
@@ -354,8 +361,9 @@ def grade_program(
     if bad := syntax_error(text):
         return [Verdict(problem.id, k, "error", [bad], solver=solver) for k in instances]
     out: list[Verdict] = []
+    checked = graded_instances(check_mode(model_check), instances)
     for k in instances:
-        src, why = program_for(problem, text, k)
+        src, why, read_notes = prepare(problem, text, k)
         if src is None:
             out.append(Verdict(problem.id, k, "error", [why], solver=solver))
             continue
@@ -366,6 +374,11 @@ def grade_program(
         else:
             v = _program_verdict(problem, k, res, opts)
         v.isolation, v.run_s = isolation, res.duration_s
+        v.notes = read_notes + v.notes
+        if k in checked and v.correct:
+            apply_model_check(v, check_model(problem, k, src, v.solution, mode=model_check, cache=cache,
+                                             run_reference=run_reference, relax=relax, strict_types=strict_types,
+                                             python=python))
         out.append(v)
     return out
 

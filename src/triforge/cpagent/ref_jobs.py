@@ -329,6 +329,10 @@ def main(argv: list[str]) -> int:
         from ref_jobs_probe import run_probe
 
         result = run_probe(job)
+    elif mode == "model":  # the model-level check of a submitted program (model_jobs.py, beside this file)
+        from model_jobs import run_model
+
+        result = run_model(job)
     else:
         result = {"ref": run_ref, "check": run_check, "variant": run_variant, "template": run_template}[mode](job)
     with open(result_path, "w", encoding="utf-8") as f:

@@ -32,13 +32,15 @@ FINAL = {"submitted", "limits_exceeded"}
 
 
 def grade_solution(task: CPTask, program: Path, solver: str = "ortools",
-                   fresh: dict[str, Any] | None = None) -> dict[str, Any]:
+                   fresh: dict[str, Any] | None = None, model_check: str = "sample") -> dict[str, Any]:
     """Strict verdicts of the submitted program on every instance of the problem.
 
     `fresh` is the submit-time fresh run (same sandbox and limits as the grader's); when the program,
     with instance 0's data put in, is the program that ran, its output is graded instead of a re-run.
+    `model_check` is the grader's model-level check (off, sample: the first instance, full: every one).
     """
     from triforge.cpagent.grader import _program_for, grade_output, grade_program
+    from triforge.cpagent.model_check import apply, check_model
 
     problem: Any = task.problem
     code = program.read_text(encoding="utf-8")
@@ -47,23 +49,27 @@ def grade_solution(task: CPTask, program: Path, solver: str = "ortools",
     reuse = (fresh is not None and fresh.get("timeout_s", 0) <= problem.time_limit_s
              and _program_for(problem, code, 0) == code)
     if reuse:
-        verdicts.append(grade_output(problem, fresh["stdout"], 0, solver=solver))
+        v0 = grade_output(problem, fresh["stdout"], 0, solver=solver)
+        if model_check != "off" and v0.correct:
+            apply(v0, check_model(problem, 0, code, v0.solution, mode=model_check))
+        verdicts.append(v0)
         instances = instances[1:]
     if instances:
-        verdicts += grade_program(problem, program, instances=instances, solver=solver)
+        rest = model_check if not reuse or model_check == "full" else "off"  # `sample`: instance 0 was it
+        verdicts += grade_program(problem, program, instances=instances, solver=solver, model_check=rest)
     items = [v.to_json() if hasattr(v, "to_json") else asdict(v) for v in verdicts]
     correct = all(v.get("verdict") == "correct" for v in items)
     return {"status": "correct" if correct else "incorrect", "instances": items,
             "reasons": sorted({r for v in items if v.get("verdict") != "correct" for r in v.get("reasons", [])})}
 
 
-def grade_code(task: CPTask, code: str, solver: str = "ortools", fresh: dict[str, Any] | None = None
-               ) -> dict[str, Any]:
+def grade_code(task: CPTask, code: str, solver: str = "ortools", fresh: dict[str, Any] | None = None,
+               model_check: str = "sample") -> dict[str, Any]:
     """`grade_solution` of program text."""
     with tempfile.TemporaryDirectory(prefix="triforge-grade-") as d:
         path = Path(d) / "solution.py"
         path.write_text(code, encoding="utf-8")
-        return grade_solution(task, path, solver, fresh)
+        return grade_solution(task, path, solver, fresh, model_check)
 
 
 def attempt(task: CPTask, llm: LLM, *, config: CPAgentConfig | None = None, sandbox: KernelSandbox | None = None,
@@ -90,7 +96,7 @@ def attempt(task: CPTask, llm: LLM, *, config: CPAgentConfig | None = None, sand
         why = "no CP-Bench problem given (a plain problem file has no reference to grade against)"
         record["grade"] = {"status": "ungraded", "reasons": [why]}
     else:
-        record["grade"] = grade_code(task, code, fresh=fr)
+        record["grade"] = grade_code(task, code, fresh=fr, model_check=(config or CPAgentConfig()).model_check)
     return record
 
 

@@ -8,6 +8,8 @@ import warnings
 from importlib import metadata
 
 from triforge.core.errors import UserError
+from triforge.cpagent.cpmpy_legacy import with_legacy_names
+from triforge.cpagent.data_block import put_instance
 from triforge.cpagent.dataset import Problem, substitute_data
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)', re.M)
@@ -16,19 +18,50 @@ _MISSING_IMPORT = re.compile(r"ImportError: cannot import name '(?P<name>\w+)' f
 
 
 def program_for(problem: Problem, source: str, instance: int) -> tuple[str | None, str]:
-    """The submission with the instance's data put into its `# Data` ... `# End of data` block(s), or None
-    and why it cannot be. A program without a block answers the default instance only."""
+    """The submission with the instance's data put in (see `prepare`), or None and why it cannot be."""
+    src, why, _ = prepare(problem, source, instance)
+    return src, why
+
+
+def prepare(problem: Problem, source: str, instance: int) -> tuple[str | None, str, list[str]]:
+    """The program to run for one instance, or None and why it cannot be; and notes on how it was read.
+
+    The instance goes into the program's `# Data` ... `# End of data` block(s); where the markers are
+    missing or malformed, into the program's own assignments of the instance's names (data_block.py), the
+    program unchanged where its values are the instance's. CPMpy names of older releases are restored.
+    """
+    src, why, notes = _with_instance(problem, source, instance)
+    if src is None:
+        return None, why, notes
+    src, legacy = with_legacy_names(src)
+    return src, why, notes + legacy
+
+
+def _with_instance(problem: Problem, source: str, instance: int) -> tuple[str | None, str, list[str]]:
     if not problem.instances:
-        return source, ""
+        return source, "", []
+    data = problem.instances[instance]
     try:
-        return substitute_data(source, problem.instances[instance], where="the program"), ""
+        return substitute_data(source, data, where="the program"), "", []
     except UserError as e:
-        if instance == 0 and "no '# Data' block" in str(e):
-            return source, ""
-        if "no '# Data' block" in str(e):
-            return None, (f"instance {instance}: the program has no '# Data' ... '# End of data' block to put "
-                          "the instance into")
-        return None, f"instance {instance}: {e}"
+        msg = str(e)
+        hows = {"no '# Data' block": "no '# Data' ... '# End of data' block",
+                "no '# End of data' line": "a '# Data' line without '# End of data'",
+                "data block is not valid Python": "'# Data' markers that do not enclose whole statements"}
+        how = next((h for k, h in hows.items() if k in msg), "")
+        if not how:
+            return None, f"instance {instance}: {msg}", []
+    out, changed, missing = put_instance(source, data)
+    notes: list[str] = []
+    if missing and instance != 0:
+        return None, (f"instance {instance}: the program has {how} and assigns no {', '.join(missing)}: "
+                      "nowhere to put the instance's data"), []
+    if missing:
+        notes.append(f"the program has {how} and assigns no {', '.join(missing)}; it ran on its own data")
+    if changed:
+        where = ", ".join(f"{s.name} (line {s.line})" for s in changed)
+        notes.append(f"the program has {how}: the instance's values were put into its own assignments of {where}")
+    return out, "", notes
 
 
 def syntax_error(source: str) -> str | None:
