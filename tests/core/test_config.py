@@ -70,7 +70,7 @@ def test_malformed_config_is_one_clear_line(tmp_path, monkeypatch, toml, message
 def test_unknown_alias_and_missing_model(tmp_path, monkeypatch):
     (tmp_path / "triforge.toml").write_text(TOML)
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ConfigError, match=r"unknown model alias 'gpt' \(known: coder\)"):
+    with pytest.raises(ConfigError, match=r"unknown model alias 'gpt' \(known: coder[;)]"):
         resolve_model("gpt")
     (tmp_path / "triforge.toml").write_text("")
     with pytest.raises(ConfigError, match="no model given"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -10,6 +11,7 @@ from triforge.core.provenance import (
     Fingerprint,
     StaleResults,
     code_version,
+    commit_of,
     file_hash,
     guard_run_dir,
     refuse_stale_items,
@@ -77,3 +79,47 @@ def test_changed_items_and_hashes(tmp_path):
     f.write_text("y")
     assert file_hash(f) != h and file_hash(None) is None and file_hash(tmp_path / "absent") is None
     assert fp().stamp()["settings_hash"] == fp().hash and "commit" in fp().stamp()
+
+
+# -- the commit a result came from, also where git refuses the checkout (issue 39) ----------------------------
+
+def _repo(tmp_path, packed: bool = False):
+    import subprocess
+
+    repo = tmp_path / "clone"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "a.py").write_text("x = 1\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "safe.directory=*", "-C", str(repo)]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "one"], check=True)
+    if packed:
+        subprocess.run([*git, "pack-refs", "--all"], check=True)
+    sha = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    return repo, sha
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing the clone to another user needs root")
+def test_the_commit_is_read_from_a_clone_owned_by_another_user(tmp_path):
+    import pwd
+    import shutil
+
+    repo, sha = _repo(tmp_path)
+    nobody = pwd.getpwnam("nobody")
+    for p in [repo, *repo.rglob("*")]:
+        shutil.chown(p, nobody.pw_uid, nobody.pw_gid)
+    assert commit_of(repo / "src") == sha  # git alone says "dubious ownership" here
+    (repo / "src" / "a.py").write_text("x = 2\n")
+    assert commit_of(repo / "src") == sha + "+dirty"
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["loose-ref", "packed-refs"])
+def test_the_commit_is_read_from_the_files_where_git_cannot_run(tmp_path, monkeypatch, packed):
+    repo, sha = _repo(tmp_path, packed=packed)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-git-here"))
+    assert commit_of(repo / "src") == sha
+
+
+def test_no_checkout_no_commit(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    assert commit_of(tmp_path / "pkg") is None

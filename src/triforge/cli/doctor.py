@@ -16,12 +16,13 @@ def doctor() -> None:
 
     policy = IsolationPolicy.from_env()
     mech = mechanism()
+    if not policy.enabled:  # one sentence: nothing confines the code, whatever this machine could use
+        could = f"this machine could use {mech.name}" if mech.available else f"none is available here: {mech.why_not}"
+        console.print(f"isolation turned off (--isolation none): model-written code runs unprotected, with no "
+                      f"namespaces and no seccomp filter ({could})", style="bold red", highlight=False)
+        raise typer.Exit(1)
     console.print(f"mechanism: {mech.name}" + (f" ({mech.why_not})" if mech.why_not else ""), highlight=False,
                   soft_wrap=True)
-    if not policy.enabled:
-        console.print("isolation: turned off (--isolation none): model-written code runs unprotected",
-                      style="bold red", highlight=False, soft_wrap=True)
-        raise typer.Exit(1)
     second = seccomp_filter()
     if second.available:
         console.print(second.describe(), highlight=False, soft_wrap=True)
@@ -38,6 +39,7 @@ def doctor() -> None:
         failed = True
     if failed:
         raise typer.Exit(1)
-    console.print("isolation holds: no network, host read-only but the workdir, private /tmp, home hidden, "
-                  "own PID namespace, no capabilities" + (", seccomp filter" if second.available else ""),
+    console.print("isolation holds: no network, the host read-only except the working folder and a private "
+                  "/tmp, home hidden, own PID namespace, no capabilities" + (", seccomp filter" if second.available
+                                                                             else ""),
                   style="green", highlight=False, soft_wrap=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from triforge.cli.common import console
+from triforge.cli.invocation import runnable
 from triforge.local import state
 from triforge.local.install import (
     DEFAULT_MODEL,
@@ -92,7 +93,8 @@ def install(
     if check is not None:
         how = f"in {check.check_s:.1f} s" if check.check_s else "(checked before)"
         console.print(f"[green]ok[/] llama.cpp loads the model and generates {how}")
-    console.print(f"done in {time.perf_counter() - t0:.1f} s. Try: triforge llm ping -m local")
+    console.print(runnable(f"done in {time.perf_counter() - t0:.1f} s. Try: `triforge llm ping -m local`"),
+                  highlight=False)
 
 
 def _options(model_path: Path | None, threads: int | None, ctx: int | None, port: int) -> ServerOptions:
@@ -129,7 +131,7 @@ def serve(
     console.print(f"[green]serving[/] at [bold]{srv.base_url}[/] (model name `local`; log {srv.log_path})")
     if detach:
         pid = srv.release()
-        console.print(f"running in the background as pid {pid}; `triforge local stop` ends it")
+        console.print(runnable(f"running in the background as pid {pid}; `triforge local stop` ends it"))
         return
     console.print("Ctrl-C stops it.")
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -151,7 +153,8 @@ def serve(
 def status() -> None:
     """Show the installed model, llama-cpp-python, and a running `local serve` server."""
     path = installed_model()
-    console.print(f"model: {path if path else '[yellow]not installed[/] (run `triforge local install`)'}")
+    console.print(runnable(f"model: {path if path else '[yellow]not installed[/] (run `triforge local install`)'}"),
+                  highlight=False)
     missing = missing_llama_modules()
     console.print("llama-cpp-python\\[server]: " + ("[green]present[/]" if not missing
                                                  else f"[yellow]missing[/] ({', '.join(missing)})"))

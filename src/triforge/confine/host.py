@@ -200,7 +200,7 @@ class Isolation:
         """What the code can reach (the limits aside)."""
         net = "isolated (own namespace, loopback only)" if self.network_isolated else "NOT isolated"
         pid = "own PID namespace" if self.pid_namespace else "host PID namespace"
-        fs = "writable: whole host" if self.writable_mounts is None else f"writable: {', '.join(self.writable_mounts)}"
+        fs = "writable: whole host" if self.writable_mounts is None else _writable_text(self.writable_mounts)
         caps = "no capabilities" if self.capabilities_dropped else "capabilities kept"
         tmp = "private /tmp" if self.private_tmp else "host /tmp"
         home = "home hidden" if self.home_hidden else "home visible"
@@ -210,6 +210,16 @@ class Isolation:
     def summary(self) -> str:
         return (f"{self.confinement()}; processes: {self.process_limit}; memory: {self.memory_limit}; "
                 f"cpu: {self.cpu_limit}")
+
+
+def _writable_text(mounts: tuple[str, ...]) -> str:
+    """`writable: only <working folders> and a private /tmp, ...`: the sandbox's own /proc is not host state."""
+    private = [m for m in mounts if m in ("/tmp", "/var/tmp", "/dev/shm")]
+    own = [m for m in mounts if m not in private and m != "/proc" and not m.startswith("/proc/")]
+    parts = [", ".join(own)] if own else []
+    if private:
+        parts.append(f"a private {', '.join(private)}")
+    return f"writable: only {' and '.join(parts)}" if parts else "writable: nothing"
 
 
 _RLIMITS = {
@@ -349,7 +359,7 @@ def _writable_mounts(pid: int) -> tuple[str, ...] | None:
             rw.append(point)
     if root_rw:
         return None
-    return tuple(p for p in rw if not any(p.startswith(q.rstrip("/") + "/") for q in rw if q != p))
+    return tuple(rw)  # nested ones too: the working folder is bound back inside the private /tmp
 
 
 def _member(pid: int, cgroups: CgroupSet, controller: str) -> bool:

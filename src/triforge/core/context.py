@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ _budget: ContextVar[Budget | None] = ContextVar("triforge_budget", default=None)
 _tracer: ContextVar[Tracer | None] = ContextVar("triforge_tracer", default=None)
 _cache: ContextVar[ResponseCache | None] = ContextVar("triforge_cache", default=None)
 _limits: ContextVar[EndpointLimits | None] = ContextVar("triforge_endpoint_limits", default=None)
+_deadline: ContextVar[float | None] = ContextVar("triforge_deadline", default=None)  # time.monotonic()
 
 
 class EndpointLimits:
@@ -55,6 +57,28 @@ def cache() -> ResponseCache | None:
 
 def endpoint_limits() -> EndpointLimits | None:
     return _limits.get()
+
+
+def remaining_s() -> float | None:
+    """Seconds left before the wall-time limit of the run in progress (None: no limit): a tool that may run
+    long (a kernel cell) bounds its own timeout by it, so the limit holds inside a call, not only between them."""
+    d = _deadline.get()
+    return None if d is None else max(0.0, d - time.monotonic())
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    """A wall-time limit for the block; a nested one never extends an outer one."""
+    if seconds is None:
+        yield
+        return
+    new = time.monotonic() + seconds
+    outer = _deadline.get()
+    token = _deadline.set(new if outer is None else min(outer, new))
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
 
 
 @contextlib.contextmanager

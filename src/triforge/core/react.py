@@ -93,6 +93,7 @@ class Agent:
         self.run_dir = Path(run_dir) if run_dir else None
         self.policy = policy or LoopPolicy()
         self._cut: dict[int, bool] = {}  # id of each reply asked for in this step -> whether it was cut
+        self._t0 = time.monotonic()  # when the current run started (reset by `run`)
         self.adapter = ChatAdapter(self.tools, native=bool(getattr(llm.config, "native_tools", True)),
                                    result_markers=self.policy.stop_strings())
 
@@ -104,7 +105,8 @@ class Agent:
         consecutive_format_errors = 0
         self.policy.start()
         tracer = context.tracer()
-        with agent_scope(self.name):
+        self._t0 = t0
+        with agent_scope(self.name), context.deadline(self.config.limits.max_wall_s):
             try:
                 while True:
                     self._check_limits(res, t0)
@@ -141,6 +143,11 @@ class Agent:
             raise LimitsExceeded(f"token limit reached ({tokens} of {lim.max_tokens})")
         if lim.max_cost_usd is not None and res.cost_usd >= lim.max_cost_usd:
             raise LimitsExceeded(f"cost limit reached (${res.cost_usd:.4f} of ${lim.max_cost_usd})")
+        self._check_wall(t0)
+
+    def _check_wall(self, t0: float) -> None:
+        """Before each model call and each tool call: a reply asking for many slow calls stops at the limit."""
+        lim = self.config.limits
         if lim.max_wall_s is not None and time.monotonic() - t0 >= lim.max_wall_s:
             raise LimitsExceeded(f"wall-time limit reached ({lim.max_wall_s:g} s)")
 
@@ -175,6 +182,7 @@ class Agent:
         if self.policy.before_calls(res.messages, calls):
             res.messages.append(self.adapter.assistant(comp, calls))
             for call in calls:
+                self._check_wall(self._t0)
                 text = self.policy.observation(call, self._execute(call))
                 res.messages.append(self.adapter.observation(call, text))
             self.policy.after_step(res.messages, first)

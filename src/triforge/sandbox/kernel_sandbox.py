@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["ExecError", "ExecResult", "KernelSandbox", "SandboxError", "SandboxLimits"]
 
 DEFAULT_OUTPUT_LIMIT = 20_000
-_DEFAULT = SandboxLimits()
+_DEFAULT = SandboxLimits(isolation=IsolationPolicy())  # defaults only: importing reads no environment
 
 
 @dataclass
@@ -220,6 +220,7 @@ class KernelSandbox:
         interrupted_at: float | None = None
         next_check = t0 + 0.1
         notice = None
+        peak_tasks = 0  # the most tasks the kernel's tree held at a check (RLIMIT_NPROC path)
         while not (state.replied and state.idle):
             if not kernel.alive():
                 for ch, m in kernel.recv(0):
@@ -234,7 +235,8 @@ class KernelSandbox:
                 if kernel.cgroups.counter("pids", "pids.events", "max") > forks_refused:
                     notice = f"the process limit ({self.limits.max_processes} tasks) was reached"
                     break
-                if per_uid_limit and kernel.task_count() >= per_uid_limit * 3 // 4:
+                peak_tasks = max(peak_tasks, kernel.task_count() if per_uid_limit else 0)
+                if per_uid_limit and peak_tasks >= per_uid_limit * 3 // 4:
                     # RLIMIT_NPROC counts the user's other tasks too: forks fail before the tree holds them all
                     notice = f"the process limit ({per_uid_limit} tasks, RLIMIT_NPROC) was nearly reached"
                     break
@@ -251,6 +253,11 @@ class KernelSandbox:
             for ch, m in kernel.recv(min(until - now, 0.1)):
                 state.handle(ch, m, msg_id, out, err, self.output_limit)
         timed_out = interrupted_at is not None
+        if per_uid_limit and "process limit" not in (notice or "") and (
+                peak_tasks >= per_uid_limit * 3 // 4 or _fork_refused(state.error)):
+            # the limit was hit although no check saw it at the moment (a starved machine, a quick bomb): say so
+            hit = f"the process limit ({per_uid_limit} tasks, RLIMIT_NPROC) was reached"
+            notice = f"{notice}; {hit}" if notice else hit
         restarted = notice is not None
         killed = 0
         if not restarted:
@@ -286,6 +293,11 @@ class KernelSandbox:
             notice=notice,
             isolation=self._kernel.isolation if self._kernel else None,
         )
+
+
+def _fork_refused(error: ExecError | None) -> bool:
+    """The cell failed on a fork the process limit refused (EAGAIN from fork, BlockingIOError in Python)."""
+    return error is not None and error.name == "BlockingIOError" and "fork" in (error.traceback + error.value)
 
 
 @dataclass
