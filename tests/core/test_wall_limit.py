@@ -81,3 +81,21 @@ def test_a_cpagent_cell_is_cut_at_the_wall_limit(tmp_path):
     took = time.monotonic() - t0
     assert res.status == "limits_exceeded" and "wall-time" in res.message, res.message
     assert took < 4.0 + 8, took  # kernel start, the interrupt and its grace included; not 60 s
+
+
+def test_a_model_reply_in_flight_is_cut_at_the_limit_not_at_the_clients_timeout():
+    """The request waits no longer than the time left: a server that answers after 20 s (the client's own
+    timeout is 60 s) ends the run about when the 1.5 s limit says, as a limit, not as an endpoint error."""
+    from triforge.core.config import ModelConfig
+    from triforge.core.llm import OpenAICompatLLM
+    from triforge.testing.fake_server import FakeOpenAIServer
+
+    with FakeOpenAIServer([{"content": "late", "delay_s": 20}]) as srv:
+        llm = OpenAICompatLLM("fake", ModelConfig(model="m", base_url=srv.base_url, timeout_s=60, max_retries=3))
+        agent = Agent(llm, [], AgentConfig(limits=AgentLimits(max_wall_s=1.5)))
+        t0 = time.monotonic()
+        res = agent.run("go")
+        took = time.monotonic() - t0
+    assert res.status == "limits_exceeded" and "wall-time" in res.message, (res.status, res.message)
+    assert took < 1.5 + 2.0, took
+    assert len(srv.requests) == 1  # a limit is not retried

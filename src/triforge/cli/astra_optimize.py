@@ -7,19 +7,26 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 import typer
 
 from triforge.cli.common import (
+    DEFAULT_OUT_HELP,
     BaseUrlOpt,
+    CacheOpt,
     ExecutorOpt,
     KeyEnvOpt,
+    MaxCallsOpt,
+    MaxUsdOpt,
     ModelOpt,
     ProfileOpt,
     RayAddressOpt,
     console,
+    default_out,
+    renamed,
 )
+from triforge.cli.invocation import runnable
+from triforge.cli.isolation_line import announce_isolation
 from triforge.core.errors import UserError
 
 EXIT_WAITING = 3
@@ -79,31 +86,18 @@ def prepare_task(task: str | None, task_file: Path | None, kernel: Path | None, 
 
 @contextlib.contextmanager
 def open_models(roles: list[str], default: str | None, role_models: dict[str, str], base_url: str | None,
-                api_key_env: str | None, cache_mode: str | None):
-    """One client per distinct alias; every role without --role-model uses --model."""
-    from triforge.core import context
-    from triforge.core.cache import open_cache
-    from triforge.core.llm import get_llm
+                api_key_env: str | None, cache_mode: str | None, out: Path):
+    """The run opened in `out` (`core.run.open_run`) and a client per role: --role-model's alias, else --model's;
+    one client per distinct alias. Yields (role -> client, role -> alias)."""
+    from triforge.core.run import open_run
 
-    aliases = {r: role_models.get(r, default) for r in roles}
-    clients: dict[Any, Any] = {}
-    cache = open_cache(cache_mode)
-    try:
-        for alias in dict.fromkeys(aliases.values()):
-            clients[alias] = get_llm(alias, base_url=base_url, api_key_env=api_key_env)
-        with context.use(cache=cache) if cache is not None else contextlib.nullcontext():
-            yield {r: clients[a] for r, a in aliases.items()}, {r: clients[a].alias for r, a in aliases.items()}
-    finally:
-        for c in clients.values():
-            close = getattr(c, "close", None)
-            if callable(close):
-                close()
-        if cache is not None:
-            cache.close()
+    with open_run(out, model=default, base_url=base_url, api_key_env=api_key_env, cache=cache_mode) as run:
+        clients = {r: run.models(role_models.get(r)) for r in roles}
+        yield clients, {r: c.alias for r, c in clients.items()}
 
 
 def make_evaluator(evaluate_later: bool, gpus: int | None, executor: str = "local", ray_address: str | None = None):
-    from triforge.astra.agents import Deferred, LocalPool
+    from triforge.astra.agents import Deferred, GpuPool
 
     if evaluate_later:
         return Deferred()
@@ -115,7 +109,7 @@ def make_evaluator(evaluate_later: bool, gpus: int | None, executor: str = "loca
     from triforge.astra.check_host import require_gpu
 
     require_gpu()
-    return LocalPool(gpus)
+    return GpuPool(gpus)
 
 
 def optimize(
@@ -131,49 +125,60 @@ def optimize(
     repairs: int = typer.Option(1, "--repairs", min=0, help="Repairs per failing candidate (compile error, incorrect, crash)."),
     single_agent: bool = typer.Option(False, "--single-agent", help="One agent does every role (ablation)."),
     evaluate_later: bool = typer.Option(False, "--evaluate-later", help="Leave candidates for `triforge astra evaluate DIR`."),
-    out: Path = typer.Option(..., "--out", help="Run directory (re-running the same command resumes)."),
-    max_calls: int = typer.Option(None, "--max-calls", help="Hard limit on LLM calls."),
-    max_input_tokens: int = typer.Option(None, "--max-input-tokens"),
-    max_output_tokens: int = typer.Option(None, "--max-output-tokens"),
-    max_usd: float = typer.Option(None, "--max-usd", help="Hard limit in USD (from the alias's prices)."),
+    out: Path = typer.Option(None, "--out", help=DEFAULT_OUT_HELP),
+    max_calls: int = MaxCallsOpt,
+    max_input_tokens: int = typer.Option(None, "--max-input-tokens",
+                                         help="Input tokens: no call starts once they are reached."),
+    max_output_tokens: int = typer.Option(None, "--max-output-tokens",
+                                          help="Output tokens: each call's max_tokens is cut to what is left."),
+    max_usd: float = MaxUsdOpt,
     max_evaluations: int = typer.Option(None, "--max-evaluations", help="Hard limit on GPU evaluations (final check included)."),
     max_steps: int = typer.Option(12, "--max-steps", help="Steps per agent run."),
     profile: str = ProfileOpt,
-    no_profile: bool = typer.Option(False, "--no-profile", help="Skip the ncu digest of correct candidates."),
+    no_ncu: bool = typer.Option(False, "--no-ncu", help="Skip the ncu digest of correct candidates."),
+    old_no_profile: bool = typer.Option(False, "--no-profile", hidden=True),  # the old name of --no-ncu
     gpus: int = typer.Option(None, "--gpus", help="Workers for local evaluation (default: one per visible GPU)."),
-    cache: str = typer.Option(None, "--cache", help="Response cache: off, rw or replay."),
+    cache: str = CacheOpt,
     executor: str = ExecutorOpt,
     ray_address: str = RayAddressOpt,
 ) -> None:
     """Make a kernel faster with the testing, profiling, planning and coding agents; the lab decides."""
-    from triforge.astra.agents import ROLES, SINGLE, LedgerLimits, Optimizer, OptimizeSettings
+    from triforge.astra.agents import ROLES, SINGLE, KernelOptimizeSettings, Optimizer
+    from triforge.core.budget import BudgetLimits
 
     if max_evaluations is not None and max_evaluations < 3:
         raise UserError("--max-evaluations must be at least 3 (the start kernel and the final check take up to 3)")
     if profile not in ("default", "small-model"):
         raise UserError(f"--profile must be default or small-model, not {profile!r}")
+    no_ncu = renamed(no_ncu, old_no_profile, "--no-ncu", "--no-profile", default=False)
     roles = [SINGLE] if single_agent else list(ROLES)
     rm = parse_role_models(role_model, single_agent)
+    out = out or default_out(task or (task_file.stem if task_file else "astra"))
     out.mkdir(parents=True, exist_ok=True)
     task_name, source, label, rel = prepare_task(task, task_file, kernel, out)
     argv = sys.argv[sys.argv.index("optimize") + 1:] if "optimize" in sys.argv else None
     (out / "command.txt").write_text(shlex.join(["triforge", "astra", "optimize", *argv]) + "\n" if argv is not None
                                      else "the same `triforge astra optimize` command\n")
-    limits = LedgerLimits(max_calls, max_input_tokens, max_output_tokens, max_usd, max_evaluations)
+    limits = BudgetLimits(max_calls=max_calls, max_input_tokens=max_input_tokens, max_output_tokens=max_output_tokens,
+                          max_usd=max_usd, max_evaluations=max_evaluations)
     evaluator = (make_evaluator(evaluate_later, gpus) if executor == "local" and not ray_address
                  else make_evaluator(evaluate_later, gpus, executor, ray_address))
     try:
-        with open_models(roles, model, rm, base_url, api_key_env, cache) as (models, aliases):
-            settings = OptimizeSettings(task_name, source, label, rounds, candidates, repairs, single_agent, rel,
-                                        not no_profile, aliases, max_steps, model_profile=profile)
+        with open_models(roles, model, rm, base_url, api_key_env, cache, out) as (models, aliases):
+            settings = KernelOptimizeSettings(task_name, source, label, rounds, candidates, repairs, single_agent, rel,
+                                        not no_ncu, aliases, max_steps, model_profile=profile)
             console.print(f"astra optimize [bold]{task_name}[/] from {label}: {rounds} round(s) x {candidates}, "
                           f"models {aliases}, run directory {out}")
+            announce_isolation(getattr(evaluator, "isolation", None) or (
+                "deferred: candidates run under `triforge astra evaluate`, and each result.json records what held"
+                if evaluate_later else "held on the workers; each candidate's result.json records it"),
+                what="candidate kernels")
             outcome = Optimizer(settings, models, evaluator, out, limits, on_event=lambda m: console.print(m, markup=False)).run()
     finally:
         evaluator.close()
     if outcome.status == "waiting":
-        console.print(f"{len(outcome.waiting)} candidate(s) wait for evaluation: run `triforge astra evaluate {out}` "
-                      f"on a GPU machine, then re-run this command ({out}/command.txt) to continue",
+        console.print(runnable(f"{len(outcome.waiting)} candidate(s) wait for evaluation: run `triforge astra evaluate {out}` "
+                      f"on a GPU machine, then re-run this command ({out}/command.txt) to continue"),
                       markup=False, soft_wrap=True)
         raise typer.Exit(EXIT_WAITING)
     final = outcome.results.get("final", {})

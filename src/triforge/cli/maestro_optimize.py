@@ -7,15 +7,38 @@ from typing import Any
 
 import typer
 
-from triforge.cli.common import BaseUrlOpt, ExecutorOpt, KeyEnvOpt, ModelOpt, RayAddressOpt, console, fan_out
+from triforge.cli.common import (
+    DEFAULT_OUT_HELP,
+    INPUT,
+    LIMITS,
+    MODEL,
+    RUN_DIR,
+    BaseUrlOpt,
+    ExecutorOpt,
+    KeyEnvOpt,
+    ModelOpt,
+    RayAddressOpt,
+    console,
+    default_out,
+    fan_out,
+    renamed,
+)
+from triforge.cli.isolation_line import announce_isolation
 from triforge.core.errors import UserError
 
-ProgramOpt = typer.Option(None, "--program", "-p", help="Seed name, a .json/.toml program, or module:function "
+ProgramOpt = typer.Option(None, "--program", "-p", rich_help_panel=INPUT, help="Seed name, a .json/.toml program, or module:function "
                                                        "(default: the benchmark's seed).")
 BenchOpt = typer.Option(..., "--bench", "-b", help="hotpotqa, ifbench or cpbench.")
-ReflOpt = typer.Option(None, "--reflection-model", help="Alias of the reflection model (default: --model).")
-BudgetOpt = typer.Option(..., "--budget", min=1, help="Rollouts (one program run on one example), train + val.")
-CallsOpt = typer.Option(None, "--max-calls", min=1, help="LLM calls of every kind, checked before each call.")
+ReflOpt = typer.Option(None, "--reflection-model", rich_help_panel=MODEL, help="Alias of the reflection model (default: --model).")
+RolloutsOpt = typer.Option(None, "--max-rollouts", min=1, rich_help_panel=LIMITS,
+                           help="Rollouts of the search (one program run on one example), train + val; required. "
+                                "The final test evaluation runs apart: the seed and the best program on the test "
+                                "split.")
+OldBudgetOpt = typer.Option(None, "--budget", min=1, hidden=True)  # the old name of --max-rollouts
+CallsOpt = typer.Option(None, "--max-calls", min=1, rich_help_panel=LIMITS,
+                        help="LLM calls of every kind the command sends, the final test evaluation's included: "
+                             "the search stops early enough to leave the test evaluation the calls it is "
+                             "expected to need.")
 SeedOpt = typer.Option(0, "--seed", help="Seed of the search (splits stay the benchmark's).")
 DataOpt = typer.Option(None, "--data", help="Benchmark data (see `maestro run`).")
 CorpusOpt = typer.Option(None, "--corpus", help="HotpotQA abstracts as JSONL.")
@@ -28,7 +51,14 @@ ModelsOpt = typer.Option(None, "--module-models", help="Comma-separated aliases 
 ToolOpt = typer.Option(None, "--tool", help="module:function the graph step may add as a tool (repeatable).")
 ValidatorOpt = typer.Option(None, "--validator", help="module:function the graph step may add as a check (repeatable).")
 JobsOpt = typer.Option(8, "--jobs", min=1, help="Rollouts in parallel.")
-CacheOpt = typer.Option("rw", "--cache", help="Response cache in the run directory: off, rw or replay (rw resumes).")
+CacheOpt = typer.Option("rw", "--cache", rich_help_panel=RUN_DIR, help="Response cache in the run directory: off, rw or replay (rw resumes).")
+
+
+def _max_rollouts(max_rollouts: int | None, old_budget: int | None) -> int:
+    n = renamed(max_rollouts, old_budget, "--max-rollouts", "--budget")
+    if n is None:
+        raise UserError("give --max-rollouts N: the rollouts the search may run (train + val)")
+    return n
 
 
 def _fn_doc(ref: str) -> str:
@@ -63,9 +93,9 @@ def _task(bench: str, program: str | None, data: str | None, corpus: str | None,
 def _settings(budget: int, max_calls: int | None, seed: int, minibatch: int, patience: int | None,
               max_wall_s: float | None, module_models: str | None, tools: list[str] | None,
               validators: list[str] | None, out: Path) -> Any:
-    from triforge.maestro.optimize.state import OptimizeSettings
+    from triforge.maestro.optimize.state import ProgramOptimizeSettings
 
-    return OptimizeSettings(budget=budget, max_calls=max_calls, seed=seed, minibatch=minibatch, patience=patience,
+    return ProgramOptimizeSettings(budget=budget, max_calls=max_calls, seed=seed, minibatch=minibatch, patience=patience,
                             max_wall_s=max_wall_s, stop_file=out / "STOP",
                             models=[m.strip() for m in (module_models or "").split(",") if m.strip()],
                             tools={t: _fn_doc(t) for t in tools or []},
@@ -77,7 +107,7 @@ def _progress(budget: int) -> Any:
         sp = ledger.spent()
         val = f" val {prop.val_score:.3f}" if prop.val_score is not None else ""
         console.print(f"[{prop.index:>3}] {prop.step:<6} {prop.move:<11} {prop.module or '':<16} "
-                      f"{prop.verdict[:60]}{val} | rollouts {sp.search_rollouts}/{budget} calls {sp.total_calls} "
+                      f"{prop.verdict[:60]}{val} | rollouts {sp.rollouts}/{budget} calls {sp.calls} "
                       f"best {best:.3f}", highlight=False, soft_wrap=True, markup=False)
     return show
 
@@ -106,46 +136,38 @@ class _FinalTest:
 
 def _run_one(optimizer: str, task: Any, model: str | None, base_url: str | None, api_key_env: str | None,
              reflection_model: str | None, settings: Any, out: Path, cache: str, jobs: int) -> dict[str, Any]:
-    from triforge.cli.maestro import ModelPool
-    from triforge.core import context
-    from triforge.core.cache import ResponseCache
-    from triforge.core.llm import get_llm
+    from triforge.core.run import open_run
     from triforge.maestro.optimize.runner import optimize
 
-    if cache not in ("off", "rw", "replay"):
-        raise UserError(f"--cache must be off, rw or replay, not {cache!r}")
-    out.mkdir(parents=True, exist_ok=True)
-    pool = ModelPool(model, base_url, api_key_env)
-    reflection = get_llm(reflection_model, base_url=base_url, api_key_env=api_key_env) if reflection_model \
-        else pool.default
-    rc = ResponseCache(out / "cache.sqlite", cache) if cache != "off" else None
-    described = {"task": [pool.default.alias, pool.default.config.model, pool.default.config.base_url],
-                 "reflection": [reflection.alias, reflection.config.model, reflection.config.base_url]}
     final = _FinalTest(len(task.test))
+    # the response cache lives in the run directory: a re-run of the same command replays from it
     try:
-        with context.use(cache=rc, limits=context.EndpointLimits()):
-            return optimize(optimizer, task, pool, reflection, settings, out, describe_models=described, jobs=jobs,
-                            progress=_progress(settings.budget), on_test=final)
+        with open_run(out, model=model, base_url=base_url, api_key_env=api_key_env, cache=cache,
+                      cache_path=out / "cache.sqlite") as run:
+            reflection = run.models(reflection_model)
+            described = {"task": [run.model.alias, run.model.config.model, run.model.config.base_url],
+                         "reflection": [reflection.alias, reflection.config.model, reflection.config.base_url]}
+            return optimize(optimizer, task, run.models, reflection, settings, out, describe_models=described,
+                            jobs=jobs, progress=_progress(settings.budget), on_test=final)
     finally:
         final.close()
-        if rc is not None:
-            rc.close()
-        pool.close()
 
 
 def _line(s: dict[str, Any]) -> str:
     sp = s["spent"]
     return (f"{s['optimizer']}: test {s['test_seed']:.3f} -> {s['test_best']:.3f}, val {s['best_val']:.3f}; rollouts "
             f"train {sp['rollouts']['train']} / total {sp['search_rollouts']}; calls {sp['calls']['task']}+"
-            f"{sp['calls']['reflection']}; stop: {s['stop_reason']}")
+            f"{sp['calls']['reflection']}; stop: {s['stop_reason']}"
+            + (f"; the final test evaluation was stopped by the call cap ({s['n_test_seed']} / {s['n_test_best']} of "
+               f"{s['n_test']} examples scored)" if s.get("test_stop") else ""))
 
 
 def optimize_cmd(
     program: str = ProgramOpt, bench: str = BenchOpt, model: str = ModelOpt, base_url: str = BaseUrlOpt,
-    api_key_env: str = KeyEnvOpt, reflection_model: str = ReflOpt, budget: int = BudgetOpt,
-    max_calls: int = CallsOpt,
+    api_key_env: str = KeyEnvOpt, reflection_model: str = ReflOpt, max_rollouts: int = RolloutsOpt,
+    max_calls: int = CallsOpt, old_budget: int = OldBudgetOpt,
     optimizer: str = typer.Option("maestro", "--optimizer", help="maestro, config-only, gepa or mipro."),
-    seed: int = SeedOpt, out: Path = typer.Option(..., "--out", help="Run directory (re-running resumes)."),
+    seed: int = SeedOpt, out: Path = typer.Option(None, "--out", help=DEFAULT_OUT_HELP),
     data: str = DataOpt, corpus: str = CorpusOpt, mode: str = ModeOpt, limits: str = LimitsOpt,
     minibatch: int = MinibatchOpt, patience: int = PatienceOpt, max_wall_s: float = WallOpt,
     module_models: str = ModelsOpt, tool: list[str] = ToolOpt, validator: list[str] = ValidatorOpt,
@@ -156,7 +178,11 @@ def optimize_cmd(
 
     if optimizer not in OPTIMIZERS:
         raise UserError(f"unknown optimizer {optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
+    budget = _max_rollouts(max_rollouts, old_budget)
     task = _task(bench, program, data, corpus, mode, limits)
+    out = out or default_out(f"{bench}-{optimizer}")
+    if bench == "cpbench":
+        announce_isolation()
     settings = _settings(budget, max_calls, seed, minibatch, patience, max_wall_s, module_models, tool, validator, out)
     with fan_out(executor, ray_address):
         s = _run_one(optimizer, task, model, base_url, api_key_env, reflection_model, settings, out, cache, jobs)
@@ -168,9 +194,10 @@ def compare_cmd(
     optimizers: str = typer.Option("maestro,config-only,gepa,mipro", "--optimizers",
                                    help="Comma-separated optimizers, run on the same splits, model, budget, seed."),
     program: str = ProgramOpt, bench: str = BenchOpt, model: str = ModelOpt, base_url: str = BaseUrlOpt,
-    api_key_env: str = KeyEnvOpt, reflection_model: str = ReflOpt, budget: int = BudgetOpt,
-    max_calls: int = CallsOpt, seed: int = SeedOpt,
-    out: Path = typer.Option(..., "--out", help="Folder: one run directory per optimizer, and compare.md."),
+    api_key_env: str = KeyEnvOpt, reflection_model: str = ReflOpt, max_rollouts: int = RolloutsOpt,
+    max_calls: int = CallsOpt, old_budget: int = OldBudgetOpt, seed: int = SeedOpt,
+    out: Path = typer.Option(None, "--out", help="Folder: one run directory per optimizer, and compare.md "
+                                                 "(default: runs/BENCH-compare-YYYYmmdd-HHMMSS)."),
     data: str = DataOpt, corpus: str = CorpusOpt, mode: str = ModeOpt, limits: str = LimitsOpt,
     minibatch: int = MinibatchOpt, patience: int = PatienceOpt, max_wall_s: float = WallOpt,
     module_models: str = ModelsOpt, tool: list[str] = ToolOpt, validator: list[str] = ValidatorOpt,
@@ -184,7 +211,11 @@ def compare_cmd(
     bad = [o for o in names if o not in OPTIMIZERS]
     if bad or not names:
         raise UserError(f"unknown optimizer(s) {bad or optimizers!r}: use some of {', '.join(OPTIMIZERS)}")
+    budget = _max_rollouts(max_rollouts, old_budget)
     task = _task(bench, program, data, corpus, mode, limits)
+    out = out or default_out(f"{bench}-compare")
+    if bench == "cpbench":
+        announce_isolation()
     rows = []
     with fan_out(executor, ray_address):
         for name in names:

@@ -31,7 +31,7 @@ from triforge.core.capabilities import (
     toml_hint,
 )
 from triforge.core.config import ModelConfig
-from triforge.core.errors import EndpointError
+from triforge.core.errors import EndpointError, LimitsExceeded
 from triforge.core.thinking import join_thinking, split_thinking
 from triforge.core.usage import Usage, field_of, read_usage
 
@@ -284,9 +284,10 @@ class OpenAICompatLLM:
         comp.cost_usd = self.config.cost_usd(comp.usage.input_tokens, comp.usage.output_tokens,
                                              comp.usage.cached_input_tokens)
         if budget is not None:
-            budget.charge(
-                input_tokens=comp.usage.input_tokens, output_tokens=comp.usage.output_tokens, usd=comp.cost_usd
-            )
+            u = comp.usage  # reasoning and cached tokens are parts of output and input: recorded, not added again
+            budget.charge(input_tokens=u.input_tokens, output_tokens=u.output_tokens, usd=comp.cost_usd,
+                          **{k: v for k, v in (("reasoning_tokens", u.reasoning_tokens),
+                                               ("cached_input_tokens", u.cached_input_tokens)) if v})
         if cache is not None:
             cache.put(cache_key, comp.to_dict(), sample)
         if tracer:
@@ -358,7 +359,17 @@ class OpenAICompatLLM:
 
     def _call_once(self, body: dict[str, Any]) -> Completion:
         extra = dict(self.config.extra_body)
-        resp = self._client.chat.completions.create(**body, extra_body=extra or None)
+        # A wall-time limit holds inside a call too: the request waits no longer than the time left.
+        left = context.remaining_s()
+        if left is not None and left <= 0:
+            raise LimitsExceeded("wall-time limit reached before the model call")
+        timeout = self.config.timeout_s if left is None else min(self.config.timeout_s, left)
+        try:
+            resp = self._client.chat.completions.create(**body, extra_body=extra or None, timeout=timeout)
+        except openai.APITimeoutError:
+            if left is not None and timeout >= left:
+                raise LimitsExceeded(f"wall-time limit reached during a model call ({left:.1f} s were left)")
+            raise
         if not getattr(resp, "choices", None):
             raise TransientReplyError("reply had no choices")
         choice = resp.choices[0]

@@ -2,7 +2,7 @@
 
 Each task carries its function, its item and a `WorkerServices` record; the worker rebuilds the run's
 services from it: the budget becomes `RemoteBudget` (every LLM call first reserves a place with the one
-`Ledger` actor, so no number of workers can pass the cap), the response cache `RemoteCache` (reads and
+`BudgetActor`, so no number of workers can pass the cap), the response cache `RemoteCache` (reads and
 writes go to the cache file on the driver's machine, through the same actor), the tracer a `SpanBuffer`
 (spans come back with the result and are appended to the run's trace.jsonl). Files a task writes in
 `output_dir()` come back with it and are written into the item's directory under the run directory.
@@ -27,11 +27,12 @@ from typing import Any
 
 from triforge.core import context
 from triforge.core import trace as trace_mod
+from triforge.core.budget import Spend
 from triforge.core.errors import UserError
 from triforge.executors.local import OnDone, Outputs, TaskFailed, _gpu, _output_dir
 from triforge.executors.ray_services import (
+    BudgetActor,
     Hosted,
-    Ledger,
     RemoteBudget,
     RemoteCache,
     SpanBuffer,
@@ -83,9 +84,9 @@ def _portable(e: BaseException) -> BaseException:
 
 def run_task(fn: Callable[[Any], Any], item: Any, services: WorkerServices, with_outputs: bool) -> _Envelope:
     """The body of every Ray task: install the services, run `fn(item)`, pack what comes back."""
-    budget = RemoteBudget(services.ledger, services.limits) if services.ledger is not None and services.limits \
+    budget = RemoteBudget(services.actor, services.limits) if services.actor is not None and services.limits \
         else None
-    cache = RemoteCache(services.ledger) if services.ledger is not None and services.cache else None
+    cache = RemoteCache(services.actor) if services.actor is not None and services.cache else None
     tracer = SpanBuffer(services.trace_id) if services.trace_id else None
     scratch = Path(tempfile.mkdtemp(prefix="triforge-task-")) if with_outputs else None
     tokens = [(trace_mod._current_span, trace_mod._current_span.set(services.parent_span)),
@@ -146,36 +147,34 @@ class RayExecutor:
                 raise UserError(f"cannot start or reach Ray{f' at {address}' if address else ''}: {e}") from None
             self._owned = True
         self._task = ray.remote(max_retries=0)(run_task)
-        self._ledger: Any = None
+        self._actor: Any = None
         self._hosted = 0
 
     def _services(self) -> WorkerServices:
-        """The services of the calling context, as a worker rebuilds them; syncs the ledger actor."""
+        """The services of the calling context, as a worker rebuilds them; syncs the budget actor."""
         budget, cache, tracer = context.budget(), context.cache(), context.tracer()
         limits = context.endpoint_limits()
-        ledger = None
+        actor = None
         if budget is not None or cache is not None:
-            ledger = self._ledger_actor()
-            spent = budget.spent() if budget is not None else None
-            self._ray.get(ledger.reset.remote(
-                budget.limits if budget is not None else None,
-                spent.as_dict() if spent is not None else None,
-                str(cache.path) if cache is not None else None, str(cache.mode) if cache is not None else None))
+            actor = self._budget_actor()
+            self._ray.get(actor.reset.remote(  # the budget travels as a copy: its limits, spend and calls kept
+                budget, str(cache.path) if cache is not None else None,
+                str(cache.mode) if cache is not None else None))
         return WorkerServices(
-            ledger=ledger, limits=budget.limits if budget is not None else None, cache=cache is not None,
+            actor=actor, limits=budget.limits if budget is not None else None, cache=cache is not None,
             trace_id=tracer.trace_id if tracer is not None else None,
             parent_span=trace_mod._current_span.get(), agent=trace_mod._current_agent.get(),
             endpoint_cap=limits.default_cap if limits is not None else 8)
 
-    def _ledger_actor(self) -> Any:
-        """One ledger per executor, on the driver's node (it opens the driver's cache file)."""
-        if self._ledger is None:
+    def _budget_actor(self) -> Any:
+        """One budget actor per executor, on the driver's node (it opens the driver's cache file)."""
+        if self._actor is None:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             here = self._ray.get_runtime_context().get_node_id()
-            self._ledger = self._ray.remote(Ledger).options(
+            self._actor = self._ray.remote(BudgetActor).options(
                 num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote()
-        return self._ledger
+        return self._actor
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any], *, jobs: int = 4, on_done: OnDone | None = None,
             return_exceptions: bool = False, gpu: bool = False, outputs: Outputs | None = None) -> list[Any]:
@@ -217,7 +216,7 @@ class RayExecutor:
                     on_done(i, results[i])
                 continue
             if env.spend and budget is not None:
-                budget.charge(**env.spend)  # type: ignore[arg-type]
+                budget.add(Spend.from_dict(env.spend))
             if env.spans and tracer is not None:
                 for rec in env.spans:
                     tracer.emit(rec)
@@ -239,16 +238,16 @@ class RayExecutor:
         return int(self._ray.cluster_resources().get("GPU", 0))
 
     def host(self, obj: Any) -> Any:
-        """`obj` moved into the ledger actor (on the driver's node); the caller and the tasks get a handle."""
+        """`obj` moved into the budget actor (on the driver's node); the caller and the tasks get a handle."""
         self._hosted += 1
-        ledger = self._ledger_actor()
-        self._ray.get(ledger.host.remote(self._hosted, obj))
-        return Hosted(ledger, self._hosted, type(obj).__name__)
+        actor = self._budget_actor()
+        self._ray.get(actor.host.remote(self._hosted, obj))
+        return Hosted(actor, self._hosted, type(obj).__name__)
 
     def close(self) -> None:
-        if self._ledger is not None:
-            self._ray.kill(self._ledger)
-            self._ledger = None
+        if self._actor is not None:
+            self._ray.kill(self._actor)
+            self._actor = None
         if self._owned:
             self._ray.shutdown()
             self._owned = False

@@ -24,7 +24,6 @@ from triforge.astra.agents.evaluator import (
     write_job,
 )
 from triforge.astra.agents.final import final_check
-from triforge.astra.agents.ledger import Ledger, LedgerLimits
 from triforge.astra.agents.report import write_reports
 from triforge.astra.agents.roles import ROLES, SINGLE, Plan, Roles, Seen, small_model_policy
 from triforge.astra.agents.state import RunState
@@ -33,6 +32,7 @@ from triforge.astra.task import get_task
 from triforge.confine.isolation import IsolationPolicy
 from triforge.confine.record import trace_isolation
 from triforge.core import context
+from triforge.core.budget import Budget, BudgetLimits
 from triforge.core.errors import BudgetExceeded, UserError
 from triforge.core.llm import LLM
 from triforge.core.rundir import write_json_atomic
@@ -44,7 +44,7 @@ START = "r0-start"
 
 
 @dataclass
-class OptimizeSettings:
+class KernelOptimizeSettings:
     task: str
     start_source: str
     start_label: str = "baseline"
@@ -86,8 +86,8 @@ def _plan_dec(d: list[dict[str, str]]) -> list[Plan]:
 
 
 class Optimizer:
-    def __init__(self, settings: OptimizeSettings, models: dict[str, LLM], evaluator: Evaluator, run_dir: Path,
-                 limits: LedgerLimits | None = None, on_event: Callable[[str], None] | None = None) -> None:
+    def __init__(self, settings: KernelOptimizeSettings, models: dict[str, LLM], evaluator: Evaluator, run_dir: Path,
+                 limits: BudgetLimits | None = None, on_event: Callable[[str], None] | None = None) -> None:
         need = [SINGLE] if settings.single_agent else list(ROLES)
         missing = [r for r in need if r not in models]
         if missing:
@@ -95,10 +95,11 @@ class Optimizer:
         self.s = settings
         self.run_dir = Path(run_dir)
         self.state = RunState(self.run_dir, settings.fingerprint())
-        self.ledger = Ledger(limits or LedgerLimits(), self.state.data.get("spend"))
+        # the one budget: LLM calls, tokens and dollars, and GPU evaluations; its spend survives a resume
+        self.budget = Budget(limits, self.state.data.get("spend"))
         self.evaluator = evaluator
         self.task = get_task(settings.task)
-        self.roles = Roles(models, self.run_dir, self.ledger, max_steps=settings.max_steps,
+        self.roles = Roles(models, self.run_dir, self.budget, max_steps=settings.max_steps,
                            max_tokens_per_call=settings.max_tokens_per_call,
                            policy=small_model_policy if settings.model_profile == "small-model" else None)
         self.say = on_event or (lambda _m: None)
@@ -110,12 +111,12 @@ class Optimizer:
         return EvalJob(cid, self.s.task, source, extra_shapes=[dict(s) for s in extra], task_file=self.s.task_file, **kw)
 
     def evaluate_batch(self, items: list[tuple[EvalJob, dict[str, Any]]], reserve: int = FINAL_RESERVE) -> None:
-        """Write, grant (ledger) and evaluate a batch; results land in self.results. Raises EvaluationPending."""
+        """Write, grant (budget) and evaluate a batch; results land in self.results. Raises EvaluationPending."""
         todo, fresh = [], False
         for job, meta in items:
             rec = self.state.candidate(job.id)
             if rec is None:
-                granted = self.ledger.grant(1, reserve) == 1
+                granted = self.budget.grant("evaluations", 1, reserve) == 1
                 rec = {**meta, "id": job.id, "status": "waiting" if granted else "skipped",
                        "note": "" if granted else "evaluation budget spent"}
                 self.state.put_candidate(job.id, rec, save=False)
@@ -129,7 +130,7 @@ class Optimizer:
             else:
                 self.results[job.id] = res
         if fresh:  # the grants and the jobs' records, in one write, before anything is evaluated
-            self.state.data["spend"] = self.ledger.spent()
+            self.state.data["spend"] = self._spend()
             self.state.save()
         for job in todo:  # after the grants are stored: a kill in between never charges a job twice
             if not (self.run_dir / "candidates" / job.id / "job.json").is_file():
@@ -154,14 +155,19 @@ class Optimizer:
         rounds = self.s.rounds if rounds is None else rounds
         tracer = Tracer(self.run_dir)
         trace_isolation(tracer, self._isolation())
-        with context.use(budget=self.ledger.budget, tracer=tracer):
+        with context.use(budget=self.budget, tracer=tracer):
             try:
                 return self._run(rounds)
             except EvaluationPending as p:
                 return Outcome("waiting", waiting=p.waiting, results=self._write_results(rounds, [], None, {}))
             finally:
-                self.state.data["spend"] = self.ledger.spent()
+                self.state.data["spend"] = self._spend()
                 self.state.save()
+
+    def _spend(self) -> dict[str, Any]:
+        s = self.budget.spent()
+        return {"calls": s.calls, "input_tokens": s.input_tokens, "output_tokens": s.output_tokens,
+                "usd": round(s.usd, 6), "evaluations": s.evaluations, **({"extra": s.extra} if s.extra else {})}
 
     def _isolation(self) -> dict[str, Any]:
         """The run's isolation record: what confines candidates where this loop evaluates them, or where
@@ -186,9 +192,9 @@ class Optimizer:
         stopped = None
         for r in range(1, rounds + 1):
             started = any(k.startswith(f"r{r}/") for k in self.state.data["steps"])  # a resumed round replays
-            if stopped is None and not started and (why := self.ledger.llm_exhausted()):
+            if stopped is None and not started and (why := self.budget.exceeded()):
                 stopped = why
-            left = self.ledger.evaluations_left()
+            left = self.budget.left("evaluations")
             if stopped is None and not started and left is not None and left <= FINAL_RESERVE:
                 stopped = "evaluation budget spent"
             if stopped:
@@ -256,7 +262,7 @@ class Optimizer:
             fixes = []
             for cid, (plan, src) in list(current.items()):
                 res = self.results.get(cid)
-                if res is None or res.get("verdict") not in REPAIRABLE or self.ledger.llm_exhausted():
+                if res is None or res.get("verdict") not in REPAIRABLE or self.budget.exceeded():
                     continue
                 base = cid.split("-fix")[0]
                 key = f"r{r}/code/{base.split('-')[1]}/fix{attempt}"
@@ -301,7 +307,7 @@ class Optimizer:
             cands[cid] = {**rec, **self.records.get(cid, {}), "result": self.results.get(cid) or read_result(self.run_dir, cid)}
         out = {"task": self.s.task, "start": self.s.start_label, "rounds_requested": rounds, "rounds": per_round,
                "best": best, "lineage": lineage or [], "stopped": stopped, "final": final,
-               "spend": self.ledger.spent(), "limits": self.ledger.limits_dict(), "settings": asdict(self.s) | {"start_source": None},
+               "spend": self._spend(), "limits": self.budget.limits.as_dict(), "settings": asdict(self.s) | {"start_source": None},
                "candidates": cands, "agents": self.roles.statuses}
         write_json_atomic(self.run_dir / "results.json", out)
         return out

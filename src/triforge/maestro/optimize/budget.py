@@ -71,11 +71,12 @@ class BudgetedLLM:
         self.budget.reserve_call(self.kind)
         comp = self.inner.complete(messages, **kwargs)
         # a cached completion carries no cost; price it from its usage so a replay charges the same
-        usd = self.config.cost_usd(comp.usage.input_tokens, comp.usage.output_tokens, comp.usage.cached_input_tokens)
-        self.budget.charge(calls=0, input_tokens=comp.usage.input_tokens, output_tokens=comp.usage.output_tokens,
-                           usd=usd)
-        if not comp.cached:
-            self.budget.tally("sent")
+        u = comp.usage
+        usd = self.config.cost_usd(u.input_tokens, u.output_tokens, u.cached_input_tokens)
+        extra = {k: v for k, v in (("reasoning_tokens", u.reasoning_tokens),
+                                   ("cached_input_tokens", u.cached_input_tokens)) if v}
+        self.budget.charge(calls=0, input_tokens=u.input_tokens, output_tokens=u.output_tokens, usd=usd,
+                           tally=None if comp.cached else "sent", **extra)
         return comp
 
     def text(self, prompt: str, *, sample: int = 0, max_tokens: int | None = None) -> str:
