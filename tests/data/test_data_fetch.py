@@ -100,7 +100,7 @@ def _everything(folder: Path) -> list[str]:
 def test_a_fetched_version_is_verified_listed_and_selectable_by_name(server, home, capsys):
     base, h = server
     h.routes["/DCP-Bench/DCP-Bench-Open/archive/v2.zip"] = (200, _dcp_archive(), False)
-    code, out, err = triforge(capsys, "data", "fetch", "dcp-bench-open", "--ref", "v2", "--base-url", base)
+    code, out, err = triforge(capsys, "data", "fetch", "dcp-bench-open", "--ref", "v2", "--mirror", base)
     assert code == 0, err
     assert "dcp-bench-open@v2" in out and "2 problems" in out and "--data dcp-bench-open@v2" in out
     root = home / "dcp-bench-open@v2"
@@ -120,9 +120,9 @@ def test_a_fetched_version_is_verified_listed_and_selectable_by_name(server, hom
     assert code == 1 and "FAILED dcp-bench-open@v2" in out and "among.json" in out
     code, _, err = triforge(capsys, "cpagent", "refs", "--data", "dcp-bench-open@v2")
     assert code == 2 and "does not match its manifest" in err and "--force" in err
-    code, _, err = triforge(capsys, "data", "fetch", "dcp-bench-open", "--ref", "v2", "--base-url", base)
+    code, _, err = triforge(capsys, "data", "fetch", "dcp-bench-open", "--ref", "v2", "--mirror", base)
     assert code == 2 and "already exists" in err and "--force" in err
-    code, _, err = triforge(capsys, "data", "fetch", "dcp-bench-open", "--ref", "v2", "--base-url", base, "--force")
+    code, _, err = triforge(capsys, "data", "fetch", "dcp-bench-open", "--ref", "v2", "--mirror", base, "--force")
     assert code == 0, err
     assert triforge(capsys, "data", "verify", "dcp-bench-open@v2")[0] == 0
     assert [p for p in home.iterdir() if p.name.startswith(".")] == []
@@ -179,7 +179,7 @@ def test_a_failed_fetch_says_why_in_one_line_and_leaves_nothing(server, home, ca
         status, body, cut = route
         body = {"good": _dcp_archive, "crc": _crc_damaged, "unsafe": _unsafe}.get(body, lambda: body)()
         h.routes[ARCHIVE] = (status, body, cut)
-    code, out, err = triforge(capsys, "data", "fetch", "dcp-bench-open", "--ref", "v3", "--base-url", base, *extra)
+    code, out, err = triforge(capsys, "data", "fetch", "dcp-bench-open", "--ref", "v3", "--mirror", base, *extra)
     assert code == 2, (out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in err, err
@@ -198,7 +198,7 @@ def test_a_failed_fetch_says_why_in_one_line_and_leaves_nothing(server, home, ca
 ])
 def test_bad_requests_are_refused_before_any_download(server, home, capsys, args, message):
     base, h = server
-    code, _, err = triforge(capsys, "data", "fetch", *args, "--base-url", base)
+    code, _, err = triforge(capsys, "data", "fetch", *args, "--mirror", base)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert h.seen == [] and _everything(home) == []
 
@@ -207,7 +207,7 @@ def test_an_archive_hash_that_matches_is_accepted(server, home, capsys):
     base, h = server
     body = _dcp_archive()
     h.routes["/DCP-Bench/DCP-Bench-Open/archive/v2.zip"] = (200, body, False)
-    code, _, err = triforge(capsys, "data", "fetch", "dcp-bench-open", "--ref", "v2", "--base-url", base,
+    code, _, err = triforge(capsys, "data", "fetch", "dcp-bench-open", "--ref", "v2", "--mirror", base,
                             "--sha256", sha256_bytes(body).upper())
     assert code == 0, err
     assert json.loads((home / "dcp-bench-open@v2" / "manifest.json").read_text())["archive_sha256"] == \

@@ -104,7 +104,8 @@ def fetch(
     ref: str = typer.Option("main", "--ref", help="Branch, tag or commit of the upstream repository."),
     to: Path = typer.Option(None, "--to", help="Folder to put the set in (default: the data folder, as NAME@REF, "
                                                 "selectable by that name)."),
-    base_url: str = typer.Option(None, "--base-url", help="Instead of https://github.com (or $TRIFORGE_DATA_URL)."),
+    base_url: str = typer.Option(None, "--mirror", help="Download from this server instead of https://github.com "
+                                                        "(or $TRIFORGE_DATA_URL)."),
     sha256: str = typer.Option(None, "--sha256", help="The archive's published SHA-256, checked before use."),
     force: bool = typer.Option(False, "--force", help="Replace a set already there."),
 ) -> None:
