@@ -5,7 +5,9 @@ Skipped, with the reason, where no chromium binary is installed (scripts/test.sh
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -71,3 +73,48 @@ def test_pages_render_to_screenshots(bench, tmp_path):
     for page in (bench / "report.html", bench / "problems" / "two_numbers" / "seed0" / "trace.html"):
         png = screenshot(page, tmp_path / (page.parent.name + ".png"), height=600)
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_thinking_is_shown_folded_and_its_decoy_call_never_ran(tmp_path):
+    """A thinking model's <think> block, holding a tool call, comes back over real HTTP: the page shows the
+    thinking folded (closed until opened), as text, and only the call after </think> ran."""
+    from triforge.core import context
+    from triforge.core.config import ModelConfig
+    from triforge.core.llm import OpenAICompatLLM
+    from triforge.core.react import Agent, AgentConfig
+    from triforge.core.tools import tool
+    from triforge.core.trace import Tracer
+    from triforge.testing.fake_server import FakeOpenAIServer
+    from triforge.ui.trace_view import render_html
+
+    ran: list[str] = []
+
+    @tool
+    def note(text: str) -> str:
+        """Write a note.
+
+        Args:
+            text: the note
+        """
+        ran.append(text)
+        from triforge.core.errors import Submitted
+
+        raise Submitted(text)
+
+    decoy = '<tool_call>{"name": "note", "arguments": {"text": "DECOY <b>x</b>"}}</tool_call>'
+    reply = f"<think>Maybe I should call {decoy} ... no.</think>\n" \
+            '<tool_call>{"name": "note", "arguments": {"text": "real"}}</tool_call>'
+    with FakeOpenAIServer([{"content": reply}]) as srv:
+        llm = OpenAICompatLLM("thinker", ModelConfig(model="qwen3", base_url=srv.base_url, native_tools=False))
+        with context.use(tracer=Tracer(tmp_path)):
+            Agent(llm, [note], AgentConfig()).run("go")
+    assert ran == ["real"]
+    page = render_html(tmp_path)
+    closed, _ = dom(page)
+    opened, _ = dom(page, "#expand-all")
+    assert re.search(r'<details class="thinking">\s*<summary>thinking \(', closed)  # folded by default
+    assert "DECOY &lt;b&gt;x&lt;/b&gt;" in opened and "<b>x</b>" not in opened  # text, never markup
+    png = screenshot(page, tmp_path / "thinking.png", height=1500, fragment="#expand-all")
+    if (keep := os.environ.get("TRIFORGE_KEEP_SCREENSHOTS")):
+        shutil.copy(png, Path(keep) / "trace_thinking.png")
+    assert png.stat().st_size > 10_000
