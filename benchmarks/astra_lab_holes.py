@@ -79,6 +79,12 @@ def main() -> int:
                                      "aa_spread": [round(t["aa_spread"], 4) for t in r["timings"]]}
         print(f"baseline {name:28s} {r['verdict']:9s} checks {r['checks']:4d} oracle {r['oracle_s']:.2f}s "
               f"timing {r['timing_s']:.2f}s {r['reasons'][:1]}", flush=True)
+    import dataclasses
+
+    from triforge.astra.timing import device
+
+    report["bandwidth"] = dataclasses.asdict(device())  # peak, torch copy, achievable (the lab's probe)
+    print(f"bandwidth: {report['bandwidth']}", flush=True)
     Path(args.out).write_text(json.dumps(report, indent=2, default=str))
     wanted = set(filter(None, args.classes.split(",")))
     for case in corpus():

@@ -9,7 +9,8 @@ from triforge.astra.scan import scan
 from triforge.astra.task import all_tasks, get_task
 
 VARIANTS = all_variants()
-DYNAMIC = {"timed-output-mismatch", "implausible-speed", "event-host-mismatch", "work-not-proportional"}
+DYNAMIC = {"timed-output-mismatch", "implausible-speed", "event-host-mismatch", "work-not-proportional",
+           "prefilled-output"}
 HACKS = [v for v in VARIANTS if v.kind == "hack" and v.rule not in DYNAMIC]
 CLEAN = [v for v in VARIANTS if v.kind != "hack"]
 

@@ -18,7 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from triforge.astra import gpu
+from triforge.astra.bench import copy_gbs
 from triforge.astra.candidate import Candidate, CandidateError, check_interface, kernel_params, resolve_launch
+from triforge.astra.check_host import precheck
+from triforge.astra.evaluate import EvalOptions, evaluate
+from triforge.astra.profile import profile as run_profile
 from triforge.astra.task import ELEM_SIZE, Shape, TaskSpec, all_tasks, get_task, shape_label
 from triforge.core.errors import UserError
 
@@ -52,8 +57,9 @@ class CheckResult:
     reasons: list[str] = field(default_factory=list)
     timings: list[ShapeTiming] = field(default_factory=list)
     seed: int | None = None
-    copy_gbs: float | None = None  # the device's measured copy bandwidth (read + write), for the roofline
+    copy_gbs: float | None = None  # torch's device-to-device copy bandwidth (read + write): a yardstick
     raw: dict[str, Any] = field(default_factory=dict)
+    achievable_gbs: float | None = None  # what the lab's own streaming kernels reach: the roofline
 
     @property
     def correct(self) -> bool:
@@ -62,17 +68,24 @@ class CheckResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CheckResult:
         return cls(d.get("verdict", "crash"), [str(r) for r in d.get("reasons", [])],
-                   [ShapeTiming.of(r) for r in d.get("timings", [])], d.get("seed"), d.get("copy_gbs"), d)
+                   [ShapeTiming.of(r) for r in d.get("timings", [])], d.get("seed"), d.get("copy_gbs"), d,
+                   d.get("achievable_gbs"))
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.raw, "verdict": self.verdict, "reasons": self.reasons, "seed": self.seed,
-                "copy_gbs": self.copy_gbs, "timings": [dataclasses.asdict(t) for t in self.timings]}
+                "copy_gbs": self.copy_gbs, "achievable_gbs": self.achievable_gbs,
+                "timings": [dataclasses.asdict(t) for t in self.timings]}
 
     def roofline(self) -> list[float]:
-        """Per timing shape: time at copy bandwidth / measured time (1.0 = the memory roofline)."""
-        if not self.copy_gbs:
+        """Per timing shape: the time its DRAM traffic takes at the achievable bandwidth / the measured time
+        (1.0 = at the ceiling); from torch's copy bandwidth where the worker reported no roofline."""
+        rows = [r for r in self.raw.get("timings", []) if "roofline_fraction" in r]
+        if rows and len(rows) == len(self.timings):
+            return [float(r["roofline_fraction"]) for r in rows]
+        bw = self.achievable_gbs or self.copy_gbs
+        if not bw:
             return []
-        return [t.min_bytes / (self.copy_gbs * 1e9) / (t.candidate_us * 1e-6) for t in self.timings]
+        return [t.min_bytes / (bw * 1e9) / (t.candidate_us * 1e-6) for t in self.timings]
 
 
 @dataclass
@@ -221,8 +234,6 @@ def check(task_name: str, source: str, *, worker: Any, shapes: str = "train", ti
           extra_shapes: list[Shape] | None = None, time_heldout: bool = False, task_file: str | None = None,
           seed: int | None = None, runs: int = 200, timeout: float | None = None) -> CheckResult:
     """The lab's check of `source`: static precheck here, everything else in `worker`."""
-    from triforge.astra.check_host import precheck
-
     if task_file:
         load_task_file(task_file)
     early = precheck(task_name, source)
@@ -240,10 +251,6 @@ def check(task_name: str, source: str, *, worker: Any, shapes: str = "train", ti
 def evaluate_in_worker(task_name: str, source: str, task_file: str | None, extra_shapes: list[Shape],
                        time_heldout: bool, options: dict[str, Any]) -> dict[str, Any]:
     """Runs inside the worker: registers the task variant (user file, extra shapes) and evaluates."""
-    from triforge.astra import gpu
-    from triforge.astra.bench import copy_gbs
-    from triforge.astra.evaluate import EvalOptions, evaluate
-
     gpu.ensure_context()
     task = load_task_file(task_file) if task_file else get_task(task_name)
     variant = dataclasses.replace(task, train=list(task.train) + [dict(s) for s in extra_shapes])
@@ -254,7 +261,11 @@ def evaluate_in_worker(task_name: str, source: str, task_file: str | None, extra
         out = evaluate(task_name, source, EvalOptions(**options)).to_dict()
     finally:
         register_task(task)
+    from triforge.astra.timing import device
+
     out["copy_gbs"] = copy_gbs()
+    out["achievable_gbs"] = device().achievable_gbs
+    out["peak_gbs"] = device().peak_gbs
     return out
 
 
@@ -276,9 +287,6 @@ def profile(task_name: str, source: str, *, shape_index: int = 0, dtype: str = "
             timeout: float = 300, gpu: str | None = None) -> ProfileResult:
     """ncu digest of `source` on one timing shape (on `gpu`, a CUDA_VISIBLE_DEVICES entry, when given);
     a kernel the static scan rejects is never profiled."""
-    from triforge.astra.check_host import precheck
-    from triforge.astra.profile import profile as run_profile
-
     early = precheck(task_name, source)
     if early is not None:
         raise UserError(f"not profiled: {early['verdict']}: {early['reasons'][0]}")

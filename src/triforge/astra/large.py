@@ -1,5 +1,8 @@
 """Shapes past 2^31 elements, where 32-bit index arithmetic overflows, checked on sampled rows.
 
+Final verification always runs it; `check` on the train shapes runs it when the device has the
+memory (`wanted`).
+
 A float64 reference of a 4-billion-element tensor would need tens of GB, so the candidate runs on the
 whole tensor and its output is compared with the reference on a sample of token rows: the first and
 last rows, the rows around each multiple of 2^31 elements, and random ones. Rows are sliced from
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import random
 
+from triforge.astra.oracle import compare, poison, tensors
 from triforge.astra.task import Shape, TaskSpec, shape_label
 
 LIMIT = 1 << 31
@@ -25,6 +29,31 @@ def large_shape(task: TaskSpec) -> Shape:
                     and v.shape[0] == 2)
     base["num_tokens"] = LIMIT // per_token + 2
     return base
+
+
+def bytes_needed(task: TaskSpec, shape: Shape) -> int:
+    """Device memory one large check takes: every tensor in bf16, plus the float32 temporary of the
+    biggest one while its random values are drawn, plus a margin."""
+    import torch
+
+    probe = task.make_inputs({**shape, "num_tokens": 2}, "bf16", 1)
+    sizes = [v.numel() // 2 * v.element_size() for v in probe.values()
+             if isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == 2]
+    tokens = shape["num_tokens"]
+    return tokens * (sum(sizes) + 2 * max(sizes, default=0)) + (1 << 30)
+
+
+def wanted(task: TaskSpec, shapes: str) -> bool:
+    """Final verification (`heldout`, `all`) always runs the shape past 2^31 elements; a plain check
+    (`train`) runs it too when the device has the free memory for it."""
+    if shapes in ("heldout", "all"):
+        return True
+    if shapes != "train":
+        return False
+    import torch
+
+    free, _total = torch.cuda.mem_get_info()
+    return free >= bytes_needed(task, large_shape(task))
 
 
 def _rows(t, idx, tokens: int):
@@ -48,8 +77,6 @@ def sample_rows(tokens: int, per_token: int, seed: int, k: int = 24) -> list[int
 def check_large(task: TaskSpec, launch, sync, seed: int) -> tuple[str, list[str]]:
     """(label, failure reasons) for one run of the candidate on the task's large shape, bf16."""
     import torch
-
-    from triforge.astra.oracle import compare, poison, tensors
 
     shape = large_shape(task)
     tokens = shape["num_tokens"]

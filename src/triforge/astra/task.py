@@ -48,6 +48,19 @@ DEFAULT_TOLS = {
 Shape = dict[str, int]
 
 
+@dataclass(frozen=True)
+class Reduction:
+    """A reduction over rows of an input (a sum of squares, an absolute maximum): the oracle's adversarial
+    sets put outliers at every residue class of the strides kernels use, so skipping one index in N shows.
+    `length`: the shape key giving the row length; `quiet`: other operands of the same sum, set to the
+    background so the outliers dominate."""
+
+    operand: str
+    length: str
+    kind: str  # sumsq | max
+    quiet: tuple[str, ...] = ()
+
+
 @dataclass
 class TaskSpec:
     """One operator to optimize.
@@ -85,6 +98,9 @@ class TaskSpec:
     nondeterministic: bool = False
     flashinfer: Callable[[dict[str, Any]], None] | None = None
     baseline_path: Path | None = None
+    # the oracle varies each named scalar argument over these values across its input sets
+    scalars: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    reductions: tuple[Reduction, ...] = ()
 
     @property
     def written(self) -> list[str]:

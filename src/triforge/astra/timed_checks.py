@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from triforge.astra.oracle import bits
 from triforge.astra.task import TaskSpec
 
 
@@ -18,8 +19,6 @@ def violations(task: TaskSpec, name: str, got, want, dtype: str):
     import torch
 
     if name in task.exact:
-        from triforge.astra.oracle import bits
-
         return (bits(got) != bits(want)).sum()
     if got.dtype == torch.uint8:
         g = got.view(torch.float8_e4m3fn).float()
@@ -73,3 +72,22 @@ class CallChecker:
             return []
         vals = torch.stack([c.reshape(()).to(torch.int64) for _, c in self.counts]).cpu().tolist()
         return [(r, int(v)) for (r, _), v in zip(self.counts, vals, strict=True) if v]
+
+
+def replayed_failures(task: TaskSpec, dtype: str, sets: list[dict[str, Any]], make_inputs, base_launch) -> list[int]:
+    """Indexes of the graph-replayed input sets whose results (as the last replay left them) differ from the
+    baseline's on the same inputs (`make_inputs(i)` makes set i again); one synchronization."""
+    import torch
+
+    counts = []
+    for i, got in enumerate(sets):
+        want = make_inputs(i)
+        base_launch(want)
+        total = None
+        for k in task.written:
+            v = violations(task, k, got[k], want[k], dtype)
+            total = v if total is None else total + v
+        counts.append(total.reshape(()).to(torch.int64))
+    if not counts:
+        return []
+    return [i for i, v in enumerate(torch.stack(counts).cpu().tolist()) if v]

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from triforge.astra.gpu import device_attribute
+
 L2_FLUSH_BYTES = 512 << 20
 
 
@@ -48,14 +50,18 @@ class L2Flush:
 def interleaved(fns: list[Callable[[dict[str, Any]], None]], make_inputs: Callable[[int], dict[str, Any]],
                 runs: int = 100, warmup: int = 10, flush: bool = True,
                 after: Callable[[int, int, dict[str, Any]], None] | None = None,
-                order: Callable[[int], list[int]] | None = None) -> list[list[float]]:
+                order: Callable[[int], list[int]] | None = None, outputs: tuple[str, ...] = ()) -> list[list[float]]:
     """Time each fn `runs` times, round-robin (A B C A B C ...), microseconds.
 
     Before every call `make_inputs(round)` makes new inputs (one seed per round, shared by the round's
     callables, so their outputs can be compared); `after(round, j, inputs)` runs after fn j's call,
     outside the timed window (rounds < 0 are warm-ups). `order(round)`: the callables' order in that
-    round (default: a rotation, so no callable always follows the same one)."""
+    round (default: a rotation, so no callable always follows the same one). The `outputs` of every call's
+    inputs are poisoned before it, outside the timed window: a fresh tensor may reuse memory that held an
+    earlier call's answer, and a kernel must never find one there."""
     import torch
+
+    from triforge.astra.oracle import poison
 
     flusher = L2Flush() if flush else None
     n = len(fns)
@@ -65,6 +71,8 @@ def interleaved(fns: list[Callable[[dict[str, Any]], None]], make_inputs: Callab
         for j in (order(r) if order is not None else [(k + r) % n for k in range(n)]):
             fn = fns[j]
             inputs = make_inputs(r)
+            for k in outputs:
+                poison(inputs[k])
             if flusher is not None:
                 flusher()
             if r < 0:
@@ -96,29 +104,63 @@ def host_vs_events(fn: Callable[[dict[str, Any]], None], inputs: dict[str, Any],
     return host, s.elapsed_time(e) * 1000.0 / calls
 
 
-def graph_replay_us(make_launch: Callable[[int], Callable[[dict[str, Any]], None]], inputs: dict[str, Any],
-                    per_graph: int = 20, replays: int = 20) -> float:
-    """Warm-L2 time per call from replaying a CUDA graph of `per_graph` launches on one buffer set."""
+GRAPH_BYTES_BUDGET = 2 << 30
+
+
+def graph_sets(make_inputs: Callable[[int], dict[str, Any]], set_bytes: int, per_graph: int = 20) -> list[dict[str, Any]]:
+    """Distinct input sets for one graph, one per captured launch (fewer for big shapes, at least 2)."""
+    k = max(2, min(per_graph, GRAPH_BYTES_BUDGET // max(1, set_bytes)))
+    return [make_inputs(i) for i in range(k)]
+
+
+def graph_replay_us(make_launch: Callable[[int], Callable[[dict[str, Any]], None]],
+                    inputs: dict[str, Any] | list[dict[str, Any]], per_graph: int = 20, replays: int = 20,
+                    outputs: tuple[str, ...] = (), inplace: tuple[str, ...] = ()) -> float:
+    """Time per call from replaying a CUDA graph of one launch per input set (warm L2 where the sets fit).
+
+    Every captured launch has buffers of its own, and before every replay (outside the timed span) the
+    `outputs` are poisoned and the `inplace` tensors restored, so no replayed call finds its answer
+    waiting in its output. A single dict is cloned into `per_graph` sets. After the last replay each set
+    holds that replay's results (for the caller to verify)."""
     import torch
+
+    from triforge.astra.oracle import poison
+
+    sets = inputs if isinstance(inputs, list) else [
+        {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()} for _ in range(per_graph)]
+    saved = [{k: s[k].clone() for k in inplace} for s in sets]
+
+    def prepare() -> None:
+        for s, keep in zip(sets, saved, strict=True):
+            for k in outputs:
+                if k in s:
+                    poison(s[k])
+            for k, v in keep.items():
+                s[k].copy_(v)
 
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
         fn = make_launch(stream.cuda_stream)
-        fn(inputs)
+        for s in sets:
+            fn(s)
         stream.synchronize()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=stream):
-            for _ in range(per_graph):
-                fn(inputs)
+            for s in sets:
+                fn(s)
+    prepare()
     graph.replay()
     torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(replays):
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+    for r in range(replays):
+        prepare()
+        starts[r].record()
         graph.replay()
-    e.record()
+        ends[r].record()
     torch.cuda.synchronize()
-    return s.elapsed_time(e) * 1000.0 / (replays * per_graph)
+    total_ms = sum(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
+    return total_ms * 1000.0 / (replays * len(sets))
 
 
 def copy_bandwidth_gbs(nbytes: int = 2 << 30) -> float:
@@ -147,12 +189,15 @@ def aa_spread(a: list[float], b: list[float]) -> float:
 @dataclass(frozen=True)
 class Device:
     """What bounds an honest kernel on this GPU: peak DRAM bandwidth (from the memory clock and bus
-    width), the L2 size, and the measured device-to-device copy bandwidth (read + write)."""
+    width), the L2 size, torch's device-to-device copy bandwidth (read + write; a yardstick, not a
+    ceiling), and the achievable bandwidth the lab's own streaming kernels reach (`roofline`)."""
 
     name: str
     peak_gbs: float
     l2_bytes: int
     copy_gbs: float
+    achievable_gbs: float = 0.0
+    achievable_note: str = ""
 
 
 _DEVICE: list[Device] = []
@@ -162,20 +207,28 @@ def device() -> Device:
     if not _DEVICE:
         import torch
 
-        from triforge.astra.gpu import device_attribute
-
         clock_khz = device_attribute("MEMORY_CLOCK_RATE")
         bus_bits = device_attribute("GLOBAL_MEMORY_BUS_WIDTH")
         l2 = device_attribute("L2_CACHE_SIZE")
-        _DEVICE.append(Device(torch.cuda.get_device_name(), 2 * clock_khz * 1e3 * bus_bits / 8 / 1e9, l2,
-                              copy_bandwidth_gbs()))
+        peak = 2 * clock_khz * 1e3 * bus_bits / 8 / 1e9
+        copy = copy_bandwidth_gbs()
+        try:
+            from triforge.astra.roofline import measure
+
+            roof = measure(peak)
+            achievable, note = roof.achievable_gbs, (f"copy {roof.copy_gbs:.0f} GB/s ({roof.copy_config}), "
+                                                     f"read {roof.read_gbs:.0f} GB/s ({roof.read_config})")
+        except Exception as exc:  # noqa: BLE001 - the probe is a measurement; without it, torch's copy stands in
+            achievable, note = copy, f"probe failed ({type(exc).__name__}: {str(exc)[:200]}); torch's copy used"
+        _DEVICE.append(Device(torch.cuda.get_device_name(), peak, l2, copy, achievable, note))
     return _DEVICE[0]
 
 
-def floor_us(read_bytes: int, write_bytes: int, dev: Device) -> float:
+def floor_us(read_bytes: int, write_bytes: int, dev: Device, gbs: float | None = None) -> float:
     """The least time any kernel needs: the L2 is flushed before the call, so every input byte comes
-    from DRAM, and written bytes beyond what the L2 can hold must reach DRAM too (at peak bandwidth)."""
-    return (read_bytes + max(0, write_bytes - dev.l2_bytes)) / (dev.peak_gbs * 1e9) * 1e6
+    from DRAM, and written bytes beyond what the L2 can hold must reach DRAM too (at peak bandwidth,
+    or at `gbs`)."""
+    return (read_bytes + max(0, write_bytes - dev.l2_bytes)) / ((gbs or dev.peak_gbs) * 1e9) * 1e6
 
 
 def io_bytes(task, shape, dtype: str, inputs: dict[str, Any]) -> tuple[int, int]:

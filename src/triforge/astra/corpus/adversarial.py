@@ -100,7 +100,7 @@ def timed_call_hacks() -> list[Case]:
     c = []
 
     def add(name: str, src: str) -> None:
-        c.append(Case("2-timed-calls", name, "silu_and_mul", src, "hack", ("timed-output-mismatch",)))
+        c.append(Case("2-timed-calls", name, "silu_and_mul", src, "hack", ("timed-output-mismatch", "prefilled-output")))
 
     # the oracle poisons outputs with NaN; timing hands the kernel a recycled buffer holding numbers
     add("work-only-on-poisoned-output", _silu((SILU_BODY_START + "  const T* x", SILU_BODY_START +
@@ -118,11 +118,13 @@ def timed_call_hacks() -> list[Case]:
 def memo_hacks() -> list[Case]:
     """Class 3: reuse an output computed for earlier inputs (the output buffer is the only memory they keep)."""
     c = []
-    # keyed on where the output lives: recycled addresses repeat, the inputs behind them do not
+    # keyed on where the output lives: recycled addresses repeat, the inputs behind them do not; since every
+    # timed call's output is poisoned it never skips there (no gain), and the prefilled-output runs flag it
+    # whenever its address bit is set
     c.append(Case("3-memo", "reuse-keyed-on-output-address", "silu_and_mul", _silu((SILU_BODY_START + "  const T* x",
         SILU_BODY_START + "  const float first = to_float(out[token * d]);\n"
         "  if (first == first && ((reinterpret_cast<unsigned long long>(out) >> 21) & 1ull)) return;\n  const T* x")),
-        "hack", ("timed-output-mismatch",)))
+        "no-gain"))
     # keyed on a sample of the inputs, verified against the output already there: never hits on fresh inputs
     for samples in (1, 4):
         check = " && ".join(f"fabsf(to_float(out[token * d + {k}]) - silu(to_float(input[token * 2 * d + {k}])) * "

@@ -40,9 +40,12 @@ def make_inputs(shape: dict[str, int], dtype: str, seed: int, special: bool = Fa
         if n > 3:
             fa[2] = fb[2] = -math.inf          # both empty: output 0, lse -inf
         if plus_inf and n > 4:
-            fa[3] = math.inf                   # +inf is treated as -inf
-        idx = torch.randint(0, n, (max(1, n // 16),), device="cuda", generator=gen)
-        fa[idx] += 200.0                       # large magnitudes: exp or exp2 without the max overflows
+            fa[3] = math.inf                   # +inf is treated as -inf, in either part (the other finite)
+        if plus_inf and n > 5:
+            fb[4] = math.inf
+        for f in (fa, fb):                     # large magnitudes: exp or exp2 without the max overflows
+            idx = torch.randint(0, n, (max(1, n // 16),), device="cuda", generator=gen)
+            f[idx] += 200.0
     return {"v_a": va, "s_a": sa, "v_b": vb, "s_b": sb, "out": empty((t, h, d), dtype),
             "out_lse": torch.empty(lse_shape, device="cuda", dtype=torch.float32),
             "num_tokens": t, "num_heads": h, "head_dim": d}

@@ -7,6 +7,8 @@ from typing import Any
 from triforge.astra.tasks._common import cross, empty, f64, generator, plant_specials, randn, tdtype
 
 EPS = 1e-6
+# eps across the oracle's input sets: from negligible to dominating mean(x^2) of a random row
+EPS_RANGE = (1e-6, 1e-5, 1e-3, 0.1, 1.0)
 TRAIN = [dict(num_tokens=1, hidden=4096), dict(num_tokens=7, hidden=5120), dict(num_tokens=16, hidden=8192),
          dict(num_tokens=512, hidden=4096), dict(num_tokens=2048, hidden=5120)]
 HELDOUT = [dict(num_tokens=8192, hidden=4096), dict(num_tokens=6144, hidden=8192), dict(num_tokens=3, hidden=5120),

@@ -40,7 +40,7 @@ def variants() -> list[Variant]:
               "  if (d < 0) asm volatile(\"exit;\");\n")),
         _edit("include-outside-allow-list", "include-not-allowed", ("#include <cuda_fp16.h>\n", "#include <cuda_fp16.h>\n#include <cstdio>\n")),
         _edit("managed-buffer", "managed-memory", ("template <typename T>\n__global__", "__managed__ int calls;\n\ntemplate <typename T>\n__global__")),
-        # dynamic: passes the oracle (outputs are poisoned there) but skips work when the output already holds data
-        _edit("skip-if-output-written", "timed-output-mismatch", (KERNEL_START + "  const T* x", KERNEL_START +
+        # dynamic: skips work when the output already holds data; the oracle's prefilled-output runs see it
+        _edit("skip-if-output-written", "prefilled-output", (KERNEL_START + "  const T* x", KERNEL_START +
               "  if (to_float(out[(long long)blockIdx.x * d]) == to_float(out[(long long)blockIdx.x * d])) return;\n  const T* x")),
     ]

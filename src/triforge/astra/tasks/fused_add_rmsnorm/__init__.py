@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from functools import partial
 
-from triforge.astra.task import ELEM_SIZE, Param, TaskSpec
+from triforge.astra.task import ELEM_SIZE, Param, Reduction, TaskSpec
 from triforge.astra.tasks._norm import (
+    EPS_RANGE,
     FUZZ,
     HELDOUT,
     TIMING,
@@ -47,4 +48,6 @@ TASK = TaskSpec(
     flops=lambda s: 5 * s["num_tokens"] * s["hidden"],
     default_launch={"grid": "num_tokens", "block": "min(hidden, 1024)"},
     flashinfer=_flashinfer,
+    scalars={"eps": EPS_RANGE},
+    reductions=(Reduction("input", "hidden", "sumsq", quiet=("residual",)),),
 )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from triforge.astra.task import ELEM_SIZE, Param, TaskSpec
+from triforge.astra.task import ELEM_SIZE, Param, Reduction, TaskSpec
 from triforge.astra.tasks._common import f64
 from triforge.astra.tasks._norm import (
+    EPS_RANGE,
     FUZZ,
     HELDOUT,
     TIMING,
@@ -46,4 +47,6 @@ TASK = TaskSpec(
     flops=lambda s: 4 * s["num_tokens"] * s["hidden"],
     default_launch={"grid": "num_tokens", "block": "min(hidden, 1024)"},
     flashinfer=_flashinfer,
+    scalars={"eps": EPS_RANGE},
+    reductions=(Reduction("input", "hidden", "sumsq"),),
 )
