@@ -7,6 +7,7 @@ Writes benchmarks/results/cpagent-grade-speed-DATE.{json,md}. Targets (issue 40)
 on <= 1 s p50 warm, <= 2 s cold; `--help`/`--version` < 0.3 s; 1,400 submissions one CLI call each, two at a
 time, under 15 minutes on 2 cores (extrapolated from `--sample` calls; the report says so).
 
+`--model-check off` rows: the grading without issue 41's model-level check (on by default, `sample`).
 The old path is the same code with TRIFORGE_FORKSERVER=0 (every program one-shot; harness jobs in a
 confined warm server started by each command) and an empty reference cache for each call ("no cache").
 "Cold" on the new path: no fork server running and an empty cache; "warm": both already there.
@@ -137,8 +138,28 @@ def split(work: Path, runtime: Path, reps: int) -> dict[str, dict[str, float]]:
     return {k: {"median_s": median(v), "n": len(v)} for k, v in parts.items()}
 
 
-def grade_cmd(sub: Path, problem: str) -> list[str]:
-    return [*TRIFORGE, "cpagent", "grade", "--problem", problem, "--submission", str(sub)]
+def largest_imports(n: int = 8) -> list[tuple[str, float]]:
+    """The grade path's top-level imports by cumulative time (`python -X importtime`), in seconds."""
+    code = "import triforge.cli.app, triforge.cli.cpagent, triforge.cpagent.grader"
+    err = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
+                         timeout=120).stderr
+    top = []
+    for line in err.splitlines():
+        parts = line.split("|")
+        depth = len(parts[2]) - len(parts[2].lstrip(" ")) if len(parts) == 3 else 0
+        if depth in (1, 3):  # what the three modules import, and themselves
+            try:
+                top.append((parts[2].strip(), int(parts[1]) / 1e6))
+            except ValueError:
+                continue
+    return sorted(top, key=lambda t: -t[1])[:n]
+
+
+def grade_cmd(sub: Path, problem: str, extra: tuple[str, ...] = ()) -> list[str]:
+    return [*TRIFORGE, "cpagent", "grade", "--problem", problem, "--submission", str(sub), *extra]
+
+
+NO_MODEL_CHECK = ("--model-check", "off")  # the grading alone, without issue 41's model-level check
 
 
 def cli_side_by_side(work: Path, subs: dict[str, Path], reps: int) -> dict[str, dict[str, float]]:
@@ -165,22 +186,28 @@ def cli_side_by_side(work: Path, subs: dict[str, Path], reps: int) -> dict[str, 
                 wall(grade_cmd(sub, problem), env_for(rt_new, cold_home, old=False)))
             times.setdefault(f"{problem}: new path, warm", []).append(
                 wall(grade_cmd(sub, problem), env_for(rt_new, warm_home, old=False)))
+            times.setdefault(f"{problem}: new path, warm, --model-check off", []).append(
+                wall(grade_cmd(sub, problem, NO_MODEL_CHECK), env_for(rt_new, warm_home, old=False)))
+            times.setdefault(f"{problem}: old path, cache warm, --model-check off", []).append(
+                wall(grade_cmd(sub, problem, NO_MODEL_CHECK), env_for(rt_old, fresh2, old=True)))
             print(f"  {problem} rep {i + 1}/{reps} ({load()})", flush=True)
     return {k: {"p50_s": median(v), "p90_s": p90(v), "n": len(v)} for k, v in times.items()}
 
 
-def throughput(work: Path, subs: dict[str, Path], n: int, *, old: bool, problems: list[str]) -> dict[str, float]:
+def throughput(work: Path, subs: dict[str, Path], n: int, *, old: bool, problems: list[str],
+               extra: tuple[str, ...] = ()) -> dict[str, float]:
     """`n` grading calls, two at a time, over `problems` round robin (each problem's first call may solve
     its reference; later ones find it cached)."""
-    runtime = work / ("tp-old" if old else "tp-new")
+    tag = ("old" if old else "new") + ("-mc-off" if extra else "")
+    runtime = work / f"tp-{tag}"
     runtime.mkdir(mode=0o700, exist_ok=True)
-    home = work / ("tp-home-old" if old else "tp-home-new")
+    home = work / f"tp-home-{tag}"
     env = env_for(runtime, home, old=old)
     calls = [problems[i % len(problems)] for i in range(n)]
     t0 = time.perf_counter()
     before = load()
     with ThreadPoolExecutor(max_workers=2) as pool:
-        each = list(pool.map(lambda p: wall(grade_cmd(subs[p], p), env), calls))
+        each = list(pool.map(lambda p: wall(grade_cmd(subs[p], p, extra), env), calls))
     total = time.perf_counter() - t0
     if not old:
         stop_servers(runtime)
@@ -202,22 +229,42 @@ def main() -> None:
     ap.add_argument("--old-sample", type=int, default=20, help="the same on the old path (it is slow)")
     ap.add_argument("--problems", type=int, default=25, help="distinct problems in the throughput sample")
     ap.add_argument("--date", default=datetime.date.today().isoformat())
+    ap.add_argument("--throughput-only", action="store_true",
+                    help="only `--sample` calls on the new path (e.g. all 1,400), to cpagent-grade-throughput-DATE")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="grade-speed-"))
     (work / "subs").mkdir()
     subs = submissions(work / "subs")
+    if args.throughput_only:
+        chosen = fast_problems(subs, args.problems)
+        res = {"date": args.date, "machine": f"{os.cpu_count()} cores", "nice": os.nice(0), "problems": chosen,
+               "new": throughput(work, subs, args.sample, old=False, problems=chosen)}
+        out = ROOT / "results" / f"cpagent-grade-throughput-{args.date}"
+        out.with_suffix(".json").write_text(json.dumps(res, indent=1))
+        t = res["new"]
+        out.with_suffix(".md").write_text(
+            f"# {t['calls']} grading calls, one CLI call each, two at a time, {args.date}\n\n"
+            f"{res['machine']}, niceness {res['nice']}; {len(chosen)} problems round robin (their reference programs "
+            f"as submissions, default --model-check sample): wall {t['wall_s']:.1f} s ({t['wall_s'] / 60:.1f} min), "
+            f"per call p50 {t['per_call_p50_s']:.2f} s, p90 {t['per_call_p90_s']:.2f} s; "
+            f"{t['load_before']} -> {t['load_after']}. Measured, not extrapolated.\n")
+        print(out.with_suffix(".md").read_text())
+        return
     report: dict = {"date": args.date, "machine": f"{os.cpu_count()} cores, {os.uname().release}",
                     "nice": os.nice(0), "start_load": load(), "user": os.getuid()}
     print("split ...", flush=True)
     report["split"] = split(work, work / "rt-split", max(3, args.reps // 3))
     stop_servers(work / "rt-split")
     report["split_load"] = load()
+    report["largest_imports"] = largest_imports()
     print("CLI side by side ...", flush=True)
     report["cli"] = cli_side_by_side(work, subs, args.reps)
     report["cli_load"] = load()
     chosen = fast_problems(subs, args.problems)
     print("throughput ...", flush=True)
     report["throughput_new"] = throughput(work, subs, args.sample, old=False, problems=chosen)
+    report["throughput_new-mc-off"] = throughput(work, subs, args.sample, old=False, problems=chosen,
+                                                 extra=NO_MODEL_CHECK)
     report["throughput_old"] = throughput(work, subs, args.old_sample, old=True, problems=chosen)
     report["throughput_problems"] = chosen
     report["end_load"] = load()
@@ -232,15 +279,17 @@ def write(report: dict) -> None:
              f"jobs: {report['start_load']} at the start, {report['end_load']} at the end.", "",
              "## Where one grading call's time goes (medians)", "", "| part | seconds |", "|---|---|"]
     lines += [f"| {k} | {v['median_s']:.3f} |" for k, v in report["split"].items()]
-    lines += ["", f"({report['split_load']})", "", "## CLI grading, old and new path side by side",
+    lines += ["", f"({report['split_load']})", "", "Largest imports of the grade path (python -X importtime, "
+              "cumulative): " + ", ".join(f"{name} {sec:.3f} s" for name, sec in report["largest_imports"]),
+              "", "## CLI grading, old and new path side by side",
               "", "| variant | p50 s | p90 s | n |", "|---|---|---|---|"]
     lines += [f"| {k} | {v['p50_s']:.2f} | {v['p90_s']:.2f} | {v['n']} |" for k, v in report["cli"].items()]
     lines += ["", f"({report['cli_load']})", "", "## Many submissions, one CLI call each, two at a time", "",
               "| path | calls | wall s | per call p50 s | 1,400 calls, extrapolated (min) | load before -> after |",
               "|---|---|---|---|---|---|"]
-    for name in ("throughput_new", "throughput_old"):
+    for name in ("throughput_new", "throughput_new-mc-off", "throughput_old"):
         t = report[name]
-        lines.append(f"| {name.split('_')[1]} | {t['calls']} | {t['wall_s']:.1f} | {t['per_call_p50_s']:.2f} | "
+        lines.append(f"| {name.split('_')[1].replace('-mc-off', ', --model-check off')} | {t['calls']} | {t['wall_s']:.1f} | {t['per_call_p50_s']:.2f} | "
                      f"{t['extrapolated_1400_min']:.1f} | {t['load_before']} -> {t['load_after']} |")
     lines += ["", f"Problems of the throughput sample (their own reference programs as submissions, round robin): "
               f"{len(report['throughput_problems'])}. The 1,400-call figure is extrapolated linearly from the "

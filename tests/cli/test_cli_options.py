@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import typer
-
 from triforge.cli import common
-from triforge.cli.app import app
+from triforge.cli.app import command
 
 
 def _commands(cmd: Any, path: str = "triforge"):
@@ -20,7 +18,7 @@ def _commands(cmd: Any, path: str = "triforge"):
 def test_every_model_option_is_the_shared_one():
     shared = {o.param_decls[0]: o.help for o in (common.ModelOpt, common.BaseUrlOpt, common.KeyEnvOpt)}
     seen = 0
-    for path, cmd in _commands(typer.main.get_command(app)):
+    for path, cmd in _commands(command(eager=True)):
         for p in cmd.params:
             for decl in set(p.opts) & set(shared):
                 seen += 1

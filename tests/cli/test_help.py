@@ -22,7 +22,7 @@ def _help(capsys, path) -> str:
 
 def test_no_help_page_shows_a_bool_type_on_a_flag(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "120")
-    paths = list(_paths(command()))
+    paths = list(_paths(command(eager=True)))
     assert len(paths) > 20 and ("cpagent", "solve") in paths
     for path in paths:
         text = _help(capsys, path)

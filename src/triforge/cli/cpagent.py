@@ -7,22 +7,23 @@ import time
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from triforge.cli.common import console, console_err
 from triforge.core.errors import UserError
 
 app = typer.Typer(help="cpagent commands.", no_args_is_help=True)
 
-_DATA_HELP = "DCP-Bench-Open checkout (or its dataset/ folder)."
+_DATA_HELP = ("A data set name (default: the bundled dcp-bench-open; `triforge data list`) or a path: a "
+              "DCP-Bench-Open checkout, its dataset/ folder, or a zip of it.")
 
 
 @app.command("refs")
 def refs(
-    data: Path = typer.Option(..., "--data", help=_DATA_HELP),
+    data: str = typer.Option(None, "--data", help=_DATA_HELP),
     problem: list[str] = typer.Option(None, "--problem", help="Problem id (repeatable); default: all."),
-    jobs: int = typer.Option(2, "--jobs", min=1, help="References run in parallel."),
+    jobs: int = typer.Option(None, "--jobs", min=1, help="References run in parallel (default: one per core)."),
+    rerun: bool = typer.Option(False, "--rerun", help="Run every reference again, also those whose result is "
+                               "cached for the same inputs (reference, instance, budget, solver versions)."),
     default_only: bool = typer.Option(False, "--default-only", help="Only each problem's default instance."),
     beyond_reach: bool = typer.Option(False, "--include-beyond-reach",
                                       help="Also run the instances listed as beyond reach (ref_budgets.toml)."),
@@ -34,9 +35,13 @@ def refs(
     listed there as having no solution pass only when the reference proves it; instances listed as
     marginal (solved in some runs on a 2-core machine, not in others) may also run out of time.
     """
-    from triforge.cpagent.dataset import load_dataset
-    from triforge.cpagent.refs import RefCache, RefResult, all_tasks, run_references
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
 
+    from triforge.cpagent.dataset import load_dataset
+    from triforge.cpagent.refs import RefCache, RefResult, all_tasks, default_jobs, dominating, run_references
+
+    jobs = jobs or default_jobs()
     problems = load_dataset(data, problem or None)
     if default_only:
         problems = [_only_default(p) for p in problems]
@@ -50,7 +55,8 @@ def refs(
         def done(r: RefResult) -> None:
             bar.update(task, advance=1, description=f"{r.problem_id}#{r.instance} {'ok' if r.ok else r.status}")
 
-        results = run_references(problems, jobs=jobs, on_done=done, cache=RefCache(), beyond_reach=beyond_reach)
+        results = run_references(problems, jobs=jobs, on_done=done, cache=RefCache(), beyond_reach=beyond_reach,
+                                 reuse=not rerun)
     wall = time.perf_counter() - t0
     table = Table(show_lines=False)
     for col in ("problem", "inst", "status", "objective", "seconds", "reason"):
@@ -66,17 +72,20 @@ def refs(
     passed = sum(r.as_expected for r in results)
     unsat = sum(r.as_expected and not r.ok and r.expected == "no_solution" for r in results)
     marginal = sum(r.as_expected and not r.ok and r.expected == "marginal" for r in results)
-    slowest = max(results, key=lambda r: r.duration_s, default=None)
+    cached = sum(r.cached for r in results)
     console.print(f"{passed}/{len(results)} reference runs as expected over {len(problems)} problems"
                   + (f" ({unsat} proven to have no solution, as listed)" if unsat else "")
                   + (f" ({marginal} listed as marginal ran out of time, allowed)" if marginal else "")
                   + f", jobs={jobs}, wall {wall:.1f} s"
-                  + (f", slowest {slowest.problem_id}#{slowest.instance} {slowest.duration_s:.1f} s" if slowest else ""))
+                  + (f"; {cached} unchanged since their cached run, not run again (--rerun runs them)" if cached else ""))
+    if line := dominating(results):
+        console.print(line[0].upper() + line[1:], highlight=False)
     if skipped:
         console.print(f"{skipped} instance(s) listed as beyond reach were not run (--include-beyond-reach runs them; "
                       "see src/triforge/cpagent/ref_budgets.toml)")
     if json_out:
         json_out.write_text(json.dumps({"wall_s": wall, "jobs": jobs, "skipped_beyond_reach": skipped,
+                                        "cached": cached,
                                         "results": [r.to_json() for r in results]}, indent=1))
     raise typer.Exit(0 if passed == len(results) else 1)
 
@@ -93,7 +102,7 @@ def _fmt(v: object) -> str:
 
 @app.command("grade")
 def grade(
-    data: Path = typer.Option(..., "--data", help=_DATA_HELP),
+    data: str = typer.Option(None, "--data", help=_DATA_HELP),
     problem: str = typer.Option(..., "--problem", help="Problem id."),
     submission: Path = typer.Option(..., "--submission", help="A Python program or a .json solution."),
     instance: int = typer.Option(None, "--instance", help="Instance index (default 0)."),
@@ -103,10 +112,14 @@ def grade(
     strict_types: bool = typer.Option(False, "--strict-types",
                                       help="Refuse 0/1 where the reference prints booleans (read as booleans "
                                            "by default, with a note)."),
+    model_check: str = typer.Option("sample", "--model-check",
+                                    help="Check the program's model, not only what it printed: off, sample (the "
+                                         "first instance, bounded) or full (every instance, larger bounds)."),
 ) -> None:
     """Grade a submission strictly; exit 0 only if it is correct on every instance asked for."""
     from triforge.cpagent.dataset import load_problem
     from triforge.cpagent.grader import grade_program
+    from triforge.cpagent.model_check import check_mode
     from triforge.cpagent.refs import RefCache
 
     if instance is not None and all_instances:
@@ -114,7 +127,9 @@ def grade(
     _check_solver(solver)
     prob = load_problem(data, problem)
     wanted = list(range(prob.n_instances)) if all_instances else [instance or 0]
-    verdicts = grade_program(prob, submission, wanted, solver=solver, cache=RefCache(), strict_types=strict_types)
+    check_mode(model_check)
+    verdicts = grade_program(prob, submission, wanted, solver=solver, cache=RefCache(), strict_types=strict_types,
+                             model_check=model_check)
     if as_json:
         console.print_json(json.dumps([v.to_json() for v in verdicts]))
     else:
@@ -126,6 +141,10 @@ def grade(
             console.print(line)
             for reason in v.reasons:
                 console.print(f"  - {reason}", highlight=False)
+            if v.model_check:
+                mc = v.model_check
+                console.print(f"  model: {mc['soundness']} ({mc['coverage']}); completeness: {mc['completeness']}",
+                              highlight=False)
             for note in v.notes:
                 console.print(f"  note: {note}", highlight=False, style="dim")
         if verdicts and verdicts[0].isolation:
@@ -136,6 +155,10 @@ def grade(
 
 
 def _check_solver(solver: str) -> None:
+    import importlib.util
+
+    if solver == "ortools" and importlib.util.find_spec("ortools") is not None:
+        return  # the default: known without importing cpmpy here (about half a second of a grading call)
     import cpmpy
 
     names = [n for n, cls in cpmpy.SolverLookup.base_solvers() if cls.supported()]

@@ -9,12 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triforge.confine import proc
+from triforge.confine.forkserver import run_confined
 from triforge.confine.isolation import IsolationPolicy
 from triforge.confine.run import run_isolated
 
 MEMORY_LIMIT_BYTES = 8 << 30
 FILE_SIZE_LIMIT_BYTES = 64 << 20
 OPEN_FILES_LIMIT = 1024
+# What a fork server imports before forking a program or a harness job (confine.forkserver).
+PRELOAD = ("cpmpy", "numpy", "ortools.sat.python.cp_model")
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ def run_python(source: str, limits: Limits, *, python: str = sys.executable, std
         prog = Path(tmp, "submission.py")
         prog.write_text(source, encoding="utf-8")
         policy = _policy_for(python, policy)
-        run = run_isolated([python, "-I", str(prog)], workdir=tmp, timeout=limits.wall_s, policy=policy,
-                           limits=limits.proc_limits(), input=stdin)
+        run = run_confined([python, "-I", str(prog)], workdir=tmp, timeout=limits.wall_s, policy=policy,
+                           limits=limits.proc_limits(), input=stdin, preload=PRELOAD)
     net = "no network (own net namespace)" if run.policy.enabled and not run.policy.network else "network NOT isolated"
     return run.result, _summary(limits, f"{net}; {run.isolation}")

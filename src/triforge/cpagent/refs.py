@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import sys
 import tempfile
+import tomllib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
@@ -18,8 +20,10 @@ from triforge.cpagent.dataset import DatasetError, Problem
 from triforge.cpagent.output import OutputError, key_errors, parse_solution
 from triforge.cpagent.program_run import run_harness
 from triforge.cpagent.ref_budgets import expectation, ref_budget
+from triforge.cpagent.ref_cache import ResultStore, run_key
 
 REF_JOBS = Path(__file__).with_name("ref_jobs.py")
+DURATIONS = Path(__file__).with_name("ref_durations.toml")
 # Slack over the problem's time limit for interpreter start and cpmpy import (about 0.5 s measured).
 START_SLACK_S = 2.0
 WARM_SLACK_S = 0.2  # a forked warm child starts in milliseconds
@@ -47,6 +51,8 @@ class RefResult:
     reason: str = ""
     source_sha: str = ""
     expected: str = ""  # '' (a valid solution), 'no_solution', 'beyond_reach' or 'marginal' (ref_budgets.toml)
+    key: str = ""  # the content hash of the run's inputs (ref_cache.run_key); what the cache files it under
+    cached: bool = False  # read from the cache, not run now
 
     @property
     def proven_optimal(self) -> bool:
@@ -89,6 +95,7 @@ def run_reference(problem: Problem, instance: int = 0, *, timeout_s: float | Non
     budget = timeout_s if timeout_s is not None else ref_budget(problem, instance)
     workers = solver_workers()
     sha = run_sha(source, budget, workers)
+    key = run_key(source, budget, workers)
     model_name = refmodel.model_name(source)  # only the solver status needs it; the run itself decides
     with tempfile.TemporaryDirectory(prefix="cpbench-ref-") as tmp:
         job, res = Path(tmp, "job.json"), Path(tmp, "result.json")
@@ -110,7 +117,7 @@ def run_reference(problem: Problem, instance: int = 0, *, timeout_s: float | Non
                 f"{reason}; listed as having no solution, which the reference did not prove"
         elif expected == "marginal" and status == "timeout":
             reason = f"{reason}; allowed: listed as marginal on this machine"
-        return RefResult(problem.id, instance, False, status, None, None, seconds, reason, sha, expected)
+        return RefResult(problem.id, instance, False, status, None, None, seconds, reason, sha, expected, key)
 
     if timed_out:
         return fail("timeout", f"no result within {budget:g} s")
@@ -130,7 +137,7 @@ def run_reference(problem: Problem, instance: int = 0, *, timeout_s: float | Non
         return fail(status, f"solver status {status}")
     return RefResult(problem.id, instance, True, status, solution, meta.get("objective"), seconds,
                      "listed as having no solution, but the reference found one" if expected == "no_solution" else "",
-                     sha, expected)
+                     sha, expected, key)
 
 
 def default_cache_dir() -> Path:
@@ -140,31 +147,36 @@ def default_cache_dir() -> Path:
 
 
 class RefCache:
-    """Reference results on disk, keyed by problem, instance and the hash of the instance's source.
+    """Reference results on disk, keyed by content (`ref_cache.run_key`: the instance's source, budget,
+    workers, solver versions and grading code); an entry that does not match is a miss, never a verdict.
 
     Failures are kept too (a reference that timed out once is not re-run on every grading).
     """
 
     def __init__(self, folder: Path | None = None) -> None:
         self.folder = folder or default_cache_dir()
+        self._store = ResultStore(self.folder)
 
-    def _path(self, problem_id: str, instance: int) -> Path:
-        return self.folder / f"{problem_id}.{instance}.json"
+    def _key(self, problem: Problem, instance: int) -> str:
+        return run_key(problem.instance_source(instance), ref_budget(problem, instance), solver_workers())
 
     def get(self, problem: Problem, instance: int) -> RefResult | None:
-        p = self._path(problem.id, instance)
-        try:
-            res = RefResult.from_json(json.loads(p.read_text()))
-        except (OSError, ValueError, TypeError):
+        data = self._store.get(problem.id, instance, self._key(problem, instance))
+        if data is None:
             return None
-        want = run_sha(problem.instance_source(instance), ref_budget(problem, instance), solver_workers())
-        return res if res.source_sha == want else None
+        try:
+            return RefResult.from_json(data)
+        except TypeError:
+            return None
+
+    def last_duration(self, problem_id: str, instance: int) -> float | None:
+        """The duration of the last run stored for this instance, whatever its inputs (for ordering only)."""
+        return self._store.last_duration(problem_id, instance)
 
     def put(self, result: RefResult) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = self._path(result.problem_id, result.instance).with_suffix(".tmp")
-        tmp.write_text(json.dumps(result.to_json()))
-        tmp.replace(self._path(result.problem_id, result.instance))
+        """Store `result` under the key of the inputs it was run with (a result without one is not kept)."""
+        if result.key and not result.cached:
+            self._store.put(result.problem_id, result.instance, result.key, {**result.to_json(), "cached": False})
 
 
 def reference_for(problem: Problem, instance: int, cache: RefCache | None = None) -> RefResult:
@@ -183,6 +195,41 @@ def all_tasks(problems: Iterable[Problem], *, beyond_reach: bool = True) -> list
             if beyond_reach or expectation(p.id, k) != "beyond_reach"]
 
 
+def recorded_seconds(problem: Problem, instance: int, cache: RefCache | None = None) -> float:
+    """How long this reference run is expected to take: its last run here (the cache, whatever its key), else
+    the durations recorded in ref_durations.toml, else its budget."""
+    if cache is not None and (seen := cache.last_duration(problem.id, instance)) is not None:
+        return seen
+    if problem.id in _recorded():  # a problem of the recorded run: an instance not listed took under 5 s
+        return float(_recorded()[problem.id].get(str(instance), 1.0))
+    return ref_budget(problem, instance)  # unknown here: as long as it may take
+
+
+@functools.cache
+def _recorded() -> dict[str, dict[str, float]]:
+    try:
+        return tomllib.loads(DURATIONS.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def default_jobs() -> int:
+    """References run at a time: one per core this process may use."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def dominating(results: list[RefResult], n: int = 5) -> str:
+    """One line naming the runs that took most of the time (of a run that was not all cached)."""
+    ran = [r for r in results if not r.cached]
+    total = sum(r.duration_s for r in ran)
+    if not ran or total <= 0:
+        return ""
+    top = sorted(ran, key=lambda r: -r.duration_s)[:n]
+    share = sum(r.duration_s for r in top) / total
+    parts = ", ".join(f"{r.problem_id}#{r.instance} {r.duration_s:.0f} s ({r.status})" for r in top)
+    return f"the {len(top)} longest of {len(ran)} runs took {share:.0%} of their {total:.0f} s: {parts}"
+
+
 def run_references(
     problems: Iterable[Problem],
     *,
@@ -190,19 +237,34 @@ def run_references(
     on_done: Callable[[RefResult], None] | None = None,
     cache: RefCache | None = None,
     beyond_reach: bool = False,
+    reuse: bool = True,
 ) -> list[RefResult]:
-    """Every reference on every instance, `jobs` at a time, longest budgets first; results in task order.
+    """Every reference on every instance, `jobs` at a time, longest first; results in task order.
 
-    Instances listed as beyond reach (ref_budgets.toml) are left out unless `beyond_reach`.
+    With a `cache`, a run whose inputs are unchanged (`ref_cache.run_key`) is not run again (`reuse`; its
+    result comes back with `cached` set); the others run longest first by `recorded_seconds`, so that the
+    longest ones do not start last. Instances listed as beyond reach (ref_budgets.toml) are left out unless
+    `beyond_reach`.
     """
     tasks = all_tasks(problems, beyond_reach=beyond_reach)
-    budgets = [ref_budget(p, k) for p, k in tasks]
-    order = sorted(range(len(tasks)), key=lambda i: -budgets[i])
-    longest = max(budgets, default=0.0)
     results: list[RefResult | None] = [None] * len(tasks)
+    todo = []
+    for i, (p, k) in enumerate(tasks):
+        hit = cache.get(p, k) if cache is not None and reuse else None
+        if hit is not None:
+            hit.cached = True
+            results[i] = hit
+            if on_done is not None:
+                on_done(hit)
+        else:
+            todo.append(i)
+    budgets = {i: ref_budget(*tasks[i]) for i in todo}
+    expected = {i: recorded_seconds(*tasks[i], cache) for i in todo}
+    order = sorted(todo, key=lambda i: (-expected[i], -budgets[i]))
+    longest = max(budgets.values(), default=0.0)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        # Long-budget references (a `# Timeout:` above the rest) start first and keep full CPU priority;
-        # the short ones run beside them at lower priority instead of halving their share of the cores.
+        # Long-budget references (a `# Timeout:` above the rest) keep full CPU priority; the short ones run
+        # beside them at lower priority instead of halving their share of the cores.
         futs = {pool.submit(run_reference, *tasks[i], nice=0 if budgets[i] >= longest else 10): i for i in order}
         for fut in as_completed(futs):
             p, k = tasks[futs[fut]]

@@ -4,7 +4,9 @@ A fresh interpreter spends about half a second importing cpmpy before a check ca
 warm server (`ref_jobs.py serve`) skips that, which is what keeps fix-and-solve under a second. Each
 job still runs in its own process group with a deadline and is killed whole on timeout. Servers are
 started on first use, one per concurrent caller, and end when this process exits.
-Set TRIFORGE_CPBENCH_WARM=0 to use a plain subprocess per job instead.
+Set TRIFORGE_CPBENCH_WARM=0 to use a plain subprocess per job instead. Where the confined fork server
+(`triforge.confine.forkserver`, shared with graded programs and kept between commands) can take a job,
+it does; these per-process servers are the path with it turned off (TRIFORGE_FORKSERVER=0).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from triforge.confine import forkserver
 from triforge.confine.run import IsolatedProcess
-from triforge.core.tools import cap_text
 
 OUTPUT_LIMIT = 64_000
 
@@ -37,6 +39,8 @@ class WarmResult:
 def _read(path: Path) -> str:
     if not path.is_file():
         return ""
+    from triforge.core.tools import cap_text  # core.tools brings the LLM client: only on this (old) path
+
     text, _ = cap_text(path.read_text(errors="replace"), OUTPUT_LIMIT)
     return text
 
@@ -89,6 +93,22 @@ class WarmServer:
         shutil.rmtree(self.jobs, ignore_errors=True)
 
 
+def _forked(harness: Path, mode: str, job: Path, result: Path, timeout: float, nice: int) -> WarmResult | None:
+    from triforge.cpagent.program_run import PRELOAD
+
+    with tempfile.TemporaryDirectory(prefix="triforge-job-") as tmp:
+        shutil.copyfile(job, Path(tmp, "job.json"))
+        run = forkserver.run_forked([sys.executable, str(harness), mode, str(Path(tmp, "job.json")),
+                                     str(Path(tmp, "result.json"))], workdir=tmp, timeout=timeout, nice=nice,
+                                    output_limit=OUTPUT_LIMIT, preload=PRELOAD)
+        if run is None:
+            return None
+        if Path(tmp, "result.json").is_file():
+            shutil.copyfile(Path(tmp, "result.json"), result)
+    r = run.result
+    return WarmResult(r.timed_out, r.duration_s, r.stdout, r.stderr)
+
+
 _pools: dict[Path, WarmPool] = {}
 _pools_lock = threading.Lock()
 
@@ -111,6 +131,8 @@ class WarmPool:
         self._lock = threading.Lock()
 
     def run(self, mode: str, job: Path, result: Path, timeout: float, nice: int = 0) -> WarmResult:
+        if (forked := _forked(self.harness, mode, job, result, timeout, nice)) is not None:
+            return forked
         with self._lock:
             server = self._idle.pop() if self._idle else None
         if server is None:
