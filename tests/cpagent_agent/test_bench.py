@@ -17,18 +17,18 @@ from triforge.core.provenance import StaleResults
 from triforge.core.react import AgentLimits
 from triforge.cpagent.agent import CPAgentConfig
 from triforge.cpagent.bench import run_bench
+from triforge.cpagent.reference_replies import reference_submitter
 from triforge.cpagent.task import task_from_problem
-from triforge.testing.cp_scripts import reference_submitter
 from triforge.testing.fake_server import FakeOpenAIServer
 
 IDS = ["abbots_puzzle", "among", "added_corners"]
 
 
 @pytest.fixture(scope="module")
-def problems(shared_data):
+def problems():
     from triforge.cpagent.dataset import load_problem
 
-    return [load_problem(shared_data / "dcp-bench-open", pid) for pid in IDS]
+    return [load_problem(None, pid) for pid in IDS]  # the bundled set
 
 
 def test_bench_grades_resumes_and_reports(tmp_path, problems):
@@ -120,11 +120,11 @@ def test_cli_bench_against_a_failing_endpoint_exits_non_zero_and_says_so(tmp_pat
     assert "failed at the endpoint" in (tmp_path / "b" / "report.md").read_text()
 
 
-def test_cli_solve_with_data_is_graded(tmp_path, problems, shared_data):
+@pytest.mark.parametrize("data", [[], ["--data", "dcp-bench-open"]], ids=["bundled-default", "by-name"])
+def test_cli_solve_with_data_is_graded(tmp_path, problems, data):
     with FakeOpenAIServer(reference_submitter(problems)) as srv:
         r = subprocess.run(
-            [sys.executable, "-m", "triforge.cli.app", "cpagent", "solve", "--data", str(shared_data / "dcp-bench-open"),
-             "--problem", "abbots_puzzle", "--model", "fake-model", "--base-url", srv.base_url, "--out",
+            [sys.executable, "-m", "triforge.cli.app", "cpagent", "solve", *data, "--problem", "abbots_puzzle", "--model", "fake-model", "--base-url", srv.base_url, "--out",
              str(tmp_path / "s")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "grade: correct" in r.stdout
@@ -132,9 +132,9 @@ def test_cli_solve_with_data_is_graded(tmp_path, problems, shared_data):
     assert rec["grade"]["status"] == "correct" and (tmp_path / "s" / "trace.html").is_file()
 
 
-def test_cli_unknown_problem_suggests_ids(tmp_path, shared_data):
+def test_cli_unknown_problem_suggests_ids(tmp_path):
     r = subprocess.run(
-        [sys.executable, "-m", "triforge.cli.app", "cpagent", "solve", "--data", str(shared_data / "dcp-bench-open"),
+        [sys.executable, "-m", "triforge.cli.app", "cpagent", "solve",
          "--problem", "abbot_puzzle", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "abbots_puzzle" in r.stderr and "Traceback" not in r.stderr

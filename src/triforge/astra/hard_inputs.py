@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from triforge.astra.task import Reduction, Shape, TaskSpec
+from triforge.astra.tensor_bits import bits
 
 MAX_STRIDE = 256
 OUTLIER = 8.0
@@ -164,7 +165,6 @@ def special_operands(task: TaskSpec, random: dict[str, Any], special: dict[str, 
     sets are only worth running when more than one operand has specials."""
     import torch
 
-    from triforge.astra.oracle import bits
 
     names = []
     for k, v in special.items():

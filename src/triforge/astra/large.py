@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import random
 
-from triforge.astra.oracle import compare, poison, tensors
+from triforge.astra.oracle import compare
 from triforge.astra.task import Shape, TaskSpec, shape_label
+from triforge.astra.tensor_bits import poison, tensors
 
 LIMIT = 1 << 31
 

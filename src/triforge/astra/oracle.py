@@ -15,7 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from triforge.astra import hard_inputs as hi
+from triforge.astra.canary import embed, violations
+from triforge.astra.perturb import Perturber
+from triforge.astra.prefill import decoy_reasons
 from triforge.astra.task import Shape, TaskSpec, Tol, shape_label
+from triforge.astra.tensor_bits import poison, same_bits, tensors
 
 
 @dataclass
@@ -31,41 +36,6 @@ class CheckRecord:
     def label(self) -> str:
         kind = self.kind or ("special" if self.special else "random")
         return f"[{shape_label(self.shape)} {self.dtype} seed={self.seed} {kind}]"
-
-
-def tensors(inputs: dict[str, Any]) -> dict[str, Any]:
-    import torch
-
-    return {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
-
-
-def poison(t) -> None:
-    """NaN for float outputs, 0x7F (NaN in e4m3fn) for byte outputs, a sentinel for integers."""
-    import torch
-
-    if t.is_floating_point():
-        t.fill_(float("nan"))
-    elif t.dtype == torch.uint8:
-        t.fill_(0x7F)
-    else:
-        t.fill_(-0x5A5A5A5)
-
-
-def bits(t):
-    import torch
-
-    if t.element_size() == 8:
-        return t.view(torch.int64)
-    if t.element_size() == 4:
-        return t.view(torch.int32)
-    if t.element_size() == 2:
-        return t.view(torch.int16)
-    return t.view(torch.uint8)
-
-
-def same_bits(a, b) -> int:
-    """Number of elements whose bit patterns differ."""
-    return int((bits(a) != bits(b)).sum())
 
 
 def compare(name: str, got, want, tol: Tol, exact: bool) -> list[str]:
@@ -119,8 +89,6 @@ def check_once(task: TaskSpec, launch: Callable[[dict[str, Any]], None], sync: C
     perturbed scheduling when `launch_perturbed` is given); with `decoys`, the prefilled-output runs."""
     import torch
 
-    from triforge.astra.canary import embed, violations
-    from triforge.astra.prefill import decoy_reasons
 
     rec = CheckRecord(shape, dtype, seed, special, kind=kind)
     # a copy: the caller's tensors stay as made (the embedded copies are the ones the kernel writes)
@@ -169,7 +137,6 @@ def input_sets(task: TaskSpec, shape: Shape, dtype: str, seed_of: Callable[[], i
                counters: dict[str, int]):
     """Yield (seed, special, kind, inputs or None) for every input set of one shape and dtype; scalar
     arguments take the next value of their range per kind of set (`counters` persists across shapes)."""
-    from triforge.astra import hard_inputs as hi
 
     def scalars(inputs: dict[str, Any], which: str) -> str:
         n = counters.get(which, 0)
@@ -213,7 +180,6 @@ def run_oracle(task: TaskSpec, launcher_for: Callable[..., Callable[[dict[str, A
     under perturbed scheduling."""
     pert = None
     if perturb:
-        from triforge.astra.perturb import Perturber
 
         pert = Perturber(base_seed)
     records = []

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from triforge.astra.tensor_bits import poison, same_bits, tensors
+
 DECOYS = ("sparse", "one-per-row", "all-but-ends", "all-but-tenth")
 
 
@@ -53,7 +55,6 @@ def rows_cols(t) -> tuple[int, int]:
 
 def prefill(t, answer, mask) -> None:
     """`t` := `answer` with the masked elements poisoned."""
-    from triforge.astra.oracle import poison
 
     t.copy_(answer)
     rows, cols = rows_cols(t)
@@ -68,7 +69,6 @@ def decoy_reasons(task, inputs: dict[str, Any], answers: dict[str, Any], pristin
     """Run each decoy; a reason for the first decoy after which an output differs from the kernel's own answer."""
     import torch
 
-    from triforge.astra.oracle import same_bits, tensors
 
     outs = [k for k in task.outputs if isinstance(inputs.get(k), torch.Tensor) and inputs[k].numel()]
     if not outs:

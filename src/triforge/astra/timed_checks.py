@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from triforge.astra.oracle import bits
 from triforge.astra.task import TaskSpec
+from triforge.astra.tensor_bits import bits
 
 
 def violations(task: TaskSpec, name: str, got, want, dtype: str):

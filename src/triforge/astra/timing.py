@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from triforge.astra.gpu import device_attribute
+from triforge.astra.tensor_bits import poison
 
 L2_FLUSH_BYTES = 512 << 20
 
@@ -61,7 +62,6 @@ def interleaved(fns: list[Callable[[dict[str, Any]], None]], make_inputs: Callab
     earlier call's answer, and a kernel must never find one there."""
     import torch
 
-    from triforge.astra.oracle import poison
 
     flusher = L2Flush() if flush else None
     n = len(fns)
@@ -124,7 +124,6 @@ def graph_replay_us(make_launch: Callable[[int], Callable[[dict[str, Any]], None
     holds that replay's results (for the caller to verify)."""
     import torch
 
-    from triforge.astra.oracle import poison
 
     sets = inputs if isinstance(inputs, list) else [
         {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()} for _ in range(per_graph)]

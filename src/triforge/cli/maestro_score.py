@@ -41,7 +41,7 @@ def _read_responses(path: Path) -> Iterator[tuple[int, str, str]]:
 
 
 def score_ifbench_file(
-    responses: Path, mode: str = "strict", data: Path | None = None
+    responses: Path, mode: str = "strict", data: str | Path | None = None
 ) -> list[dict[str, Any]]:
     """Score every response of a JSONL file; one official-style output record each."""
     from triforge.maestro.benchmarks.ifbench import CHECKERS, load_ifbench, score_response
@@ -78,10 +78,10 @@ def score(
         ..., "--responses", help="JSONL file, one {prompt, response} object per line."
     ),
     mode: str = typer.Option("strict", "--mode", help="strict, or loose (also tries trimmed variants)."),
-    data: Path | None = typer.Option(
+    data: str = typer.Option(
         None,
         "--data",
-        help="Benchmark data file or folder (default: $TRIFORGE_IFBENCH or ../shared/data/ifbench).",
+        help="A data set name or a data file or folder (default: $TRIFORGE_IFBENCH, else the bundled ifbench).",
     ),
 ) -> None:
     """Score existing responses; print one JSON line per response with its per-instruction verdicts."""
