@@ -366,9 +366,9 @@ class OpenAICompatLLM:
         timeout = self.config.timeout_s if left is None else min(self.config.timeout_s, left)
         try:
             resp = self._client.chat.completions.create(**body, extra_body=extra or None, timeout=timeout)
-        except openai.APITimeoutError:
+        except openai.APITimeoutError as e:
             if left is not None and timeout >= left:
-                raise LimitsExceeded(f"wall-time limit reached during a model call ({left:.1f} s were left)")
+                raise LimitsExceeded(f"wall-time limit reached during a model call ({left:.1f} s were left)") from e
             raise
         if not getattr(resp, "choices", None):
             raise TransientReplyError("reply had no choices")
