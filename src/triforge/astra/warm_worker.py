@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from triforge.astra import worker_wire
+from triforge.confine import unix_socket
 from triforge.core.errors import UserError
 
 IDLE_S = 600.0
@@ -85,7 +86,7 @@ def _connect(path: Path, timeout: float) -> socket.socket | None:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     try:
-        s.connect(str(path))
+        unix_socket.connect(s, path)
     except OSError:
         s.close()
         return None
@@ -219,7 +220,7 @@ class Server:
         srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
         try:
-            srv.bind(str(self.sock))
+            unix_socket.bind(srv, self.sock)
         finally:
             os.umask(old)
         inode = self.sock.stat().st_ino

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import astuple
 from pathlib import Path
 
-from triforge.confine import proc
+from triforge.confine import proc, unix_socket
 from triforge.confine.host import CgroupSet, verify
 from triforge.confine.isolation import (
     PRIVATE_TMP,
@@ -47,8 +47,7 @@ ENV_IDLE = "TRIFORGE_FORKSERVER_IDLE_S"
 ENV_DIR = "TRIFORGE_RUNTIME_DIR"
 DEFAULT_IDLE_S = 300.0
 START_TIMEOUT_S = 120.0  # the first request waits for the server to import its modules
-REPLY_GRACE_S = 10.0
-_SUN_PATH_MAX = 108  # bytes in sockaddr_un.sun_path  # past the run's deadline, a server that has not answered is taken down
+REPLY_GRACE_S = 10.0  # past the run's deadline, a server that has not answered is taken down
 
 
 class ForkServerError(RuntimeError):
@@ -143,7 +142,7 @@ class _Slot:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         try:
-            conn.connect(str(self.sock))
+            unix_socket.connect(conn, self.sock)
         except OSError:
             conn.close()
             return None
@@ -157,7 +156,7 @@ class _Slot:
             self.sock.unlink()
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            listener.bind(str(self.sock))
+            unix_socket.bind(listener, self.sock)
             listener.listen(8)
             argv = [sys.executable, str(SERVER), str(listener.fileno()), f"{idle_seconds():g}", ",".join(preload)]
             spec_path = self.folder / "spec.json"  # read by the launcher before it covers /tmp
@@ -199,8 +198,6 @@ def _slots(policy: IsolationPolicy, preload: Sequence[str]) -> list[_Slot] | Non
         return None
     folder = base / f"fs-{_key(policy, preload)}"
     slots = [_Slot(folder / f"s{i}") for i in range(max(2, os.cpu_count() or 1))]
-    if len(os.fsencode(slots[-1].sock)) >= _SUN_PATH_MAX:
-        return None  # a socket path the kernel cannot bind: run one-shot
     return slots
 
 
