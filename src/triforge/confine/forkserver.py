@@ -39,7 +39,7 @@ from triforge.confine.isolation import (
     plan,
     refusal,
 )
-from triforge.confine.run import IsolatedResult, _rlimits, scrubbed_env
+from triforge.confine.run import IsolatedResult, rlimits_spec, scrubbed_env
 
 SERVER = Path(__file__).with_name("forkserver_main.py")
 ENV_SWITCH = "TRIFORGE_FORKSERVER"
@@ -161,7 +161,7 @@ class _Slot:
             argv = [sys.executable, str(SERVER), str(listener.fileno()), f"{idle_seconds():g}", ",".join(preload)]
             spec_path = self.folder / "spec.json"  # read by the launcher before it covers /tmp
             launch = plan(policy, spec_path, writable=[str(self.work)], one_shot=True)
-            spec = {**launch.spec, "reaper": False, "cgroups": [], "rlimits": _rlimits(proc.ProcLimits()),
+            spec = {**launch.spec, "reaper": False, "cgroups": [], "rlimits": rlimits_spec(proc.ProcLimits()),
                     "cwd": str(self.work), "exec_argv": argv}
             spec_path.write_text(json.dumps(spec))
             with open(self.folder / "server.log", "ab") as log:
@@ -323,7 +323,7 @@ def _run_in(slot: _Slot, script: tuple[list[str], bool], *, workdir: Path, timeo
     try:
         args, isolated = script
         req = {"argv": _map_paths(args, workdir, run), "isolated_mode": isolated, "cwd": str(run),
-               "env": dict(env) if env is not None else scrubbed_env(run), "rlimits": _rlimits(limits),
+               "env": dict(env) if env is not None else scrubbed_env(run), "rlimits": rlimits_spec(limits),
                "nice": nice, "timeout": timeout}
         conn, child = _begin(slot, req, theirs, policy, preload)
         for fd in theirs:

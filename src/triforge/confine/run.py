@@ -44,7 +44,7 @@ def scrubbed_env(home: str | Path, extra: Mapping[str, str] | None = None) -> di
     return env
 
 
-def _rlimits(limits: proc.ProcLimits, memory_rlimit: str = "RLIMIT_AS") -> dict[str, list[int]]:
+def rlimits_spec(limits: proc.ProcLimits, memory_rlimit: str = "RLIMIT_AS") -> dict[str, list[int]]:
     rl: dict[str, list[int]] = {} if limits.core_dumps else {"RLIMIT_CORE": [0, 0]}
     if limits.memory_mb:
         rl[memory_rlimit] = [limits.memory_mb << 20] * 2
@@ -83,7 +83,7 @@ def run_isolated(
     try:
         launch = plan(policy, runtime / "spec.json", writable=[str(workdir)], one_shot=True)
         spec = {**launch.spec, "cgroups": [str(p) for p in cgroups.dirs.values()] if cgroups else [],
-                "rlimits": _rlimits(limits), "cwd": str(workdir), "exec_argv": list(argv)}
+                "rlimits": rlimits_spec(limits), "cwd": str(workdir), "exec_argv": list(argv)}
         (runtime / "spec.json").write_text(json.dumps(spec))
         res = proc.run(launch.argv, timeout=timeout, cwd=workdir, env=scrubbed_env(workdir) if env is None else env,
                        input=input, output_limit=output_limit)
@@ -118,7 +118,7 @@ class IsolatedProcess:
         try:
             launch = plan(self.policy, self._runtime / "spec.json", writable=[str(self.workdir)], one_shot=True)
             spec = {**launch.spec, "cgroups": [str(p) for p in self._cgroups.dirs.values()] if self._cgroups else [],
-                    "rlimits": _rlimits(limits, memory_rlimit), "cwd": str(self.workdir), "exec_argv": list(argv)}
+                    "rlimits": rlimits_spec(limits, memory_rlimit), "cwd": str(self.workdir), "exec_argv": list(argv)}
             (self._runtime / "spec.json").write_text(json.dumps(spec))
             self.popen = subprocess.Popen(launch.argv, cwd=self.workdir, start_new_session=True,
                                           env=scrubbed_env(self.workdir) if env is None else dict(env),
@@ -149,7 +149,7 @@ def verified(policy: IsolationPolicy) -> Isolation:
     try:
         launch = plan(policy, runtime / "spec.json", writable=[str(runtime)], one_shot=True)
         spec = {**launch.spec, "cgroups": [str(p) for p in cgroups.dirs.values()],
-                "rlimits": _rlimits(proc.ProcLimits(memory_mb=256, max_processes=64)), "cwd": str(runtime),
+                "rlimits": rlimits_spec(proc.ProcLimits(memory_mb=256, max_processes=64)), "cwd": str(runtime),
                 "exec_argv": argv}
         (runtime / "spec.json").write_text(json.dumps(spec))
         popen = subprocess.Popen(launch.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -24,7 +24,7 @@ from triforge.confine.run import run_isolated
 from triforge.cpagent import warm
 from triforge.cpagent.dataset import Problem
 from triforge.cpagent.output import OutputError, parse_solution
-from triforge.cpagent.program_run import Limits, _policy_for
+from triforge.cpagent.program_run import Limits, policy_for
 from triforge.cpagent.refs import REF_JOBS, RefCache, RefResult
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def run_job(job: dict[str, Any], budget: float, python: str = sys.executable) ->
             timed_out, err = w.timed_out, w.stderr
         else:
             run = run_isolated([python, str(MODEL_JOBS), "model", str(jp), str(rp)], workdir=tmp, timeout=budget,
-                               policy=_policy_for(python), limits=limits.proc_limits())
+                               policy=policy_for(python), limits=limits.proc_limits())
             timed_out, err = run.result.timed_out, run.result.stderr
         out = json.loads(rp.read_text()) if rp.is_file() else None
     why = "timed out" if timed_out else f"failed: {(err.strip().splitlines() or ['?'])[-1][:300]}"

@@ -41,7 +41,7 @@ def _summary(limits: Limits, isolation: str) -> str:
             f"fresh temp cwd; scrubbed env; {isolation}")
 
 
-def _policy_for(python: str, policy: IsolationPolicy | None = None) -> IsolationPolicy:
+def policy_for(python: str, policy: IsolationPolicy | None = None) -> IsolationPolicy:
     policy = policy or IsolationPolicy.from_env()
     if python != sys.executable:  # another interpreter and its packages must stay readable
         policy = policy.widened(read_only=(os.path.dirname(os.path.dirname(os.path.realpath(python))),))
@@ -54,7 +54,7 @@ def run_harness(python: str, harness: Path, mode: str, job: Path, result: Path, 
     interpreter) under the same isolation policy as every other untrusted run: reference models come
     from data users download. `job` and `result` must lie in `workdir`, the one writable place."""
     return run_isolated([python, str(harness), mode, str(job), str(result)], workdir=workdir, timeout=timeout,
-                        policy=_policy_for(python)).result
+                        policy=policy_for(python)).result
 
 
 def run_python(source: str, limits: Limits, *, python: str = sys.executable, stdin: str | None = None,
@@ -67,7 +67,7 @@ def run_python(source: str, limits: Limits, *, python: str = sys.executable, std
     with tempfile.TemporaryDirectory(prefix="cpbench-sub-") as tmp:
         prog = Path(tmp, "submission.py")
         prog.write_text(source, encoding="utf-8")
-        policy = _policy_for(python, policy)
+        policy = policy_for(python, policy)
         run = run_confined([python, "-I", str(prog)], workdir=tmp, timeout=limits.wall_s, policy=policy,
                            limits=limits.proc_limits(), input=stdin, preload=PRELOAD)
     net = "no network (own net namespace)" if run.policy.enabled and not run.policy.network else "network NOT isolated"
