@@ -150,7 +150,7 @@ def test_astra_lab_has_no_import_cycle():
 
 
 # run as a file, beside the module it imports by its bare name, by the reference runner; never imported
-SCRIPTS = {"triforge.cpagent.ref_jobs_probe"}
+SCRIPTS = {"triforge.cpagent.ref_jobs_probe", "triforge.cpagent.model_capture"}
 
 
 def _loaded_by(modules: list[str]) -> list[str]:

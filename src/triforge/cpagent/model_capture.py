@@ -5,15 +5,13 @@ module (it runs beside ref_jobs.py in the harness's subprocess).
 
 from __future__ import annotations
 
-import contextlib
 import io
-import json
 import os
-import select
-import signal
 import sys
 import time
 from typing import Any
+
+from fork_report import read_report, write_report  # beside this file, like the harness
 
 SUB_FILE = "<submission>"
 MAX_SOLVES = 50
@@ -292,24 +290,7 @@ class Capture:
                 self._finish(f"{type(e).__name__}: {e}")
             raise _Resume(value)
         os.close(w)
-        deadline = time.perf_counter() + timeout
-        chunks: list[bytes] = []
-        while (left := deadline - time.perf_counter()) > 0:
-            ready, _, _ = select.select([r], [], [], left)
-            if ready:
-                data = os.read(r, 1 << 16)
-                if not data:
-                    break
-                chunks.append(data)
-        else:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        os.close(r)
-        os.waitpid(pid, 0)
-        try:
-            return json.loads(b"".join(chunks))
-        except ValueError:
-            return {"error": f"no report within {timeout:g} s"}
+        return read_report(pid, r, timeout)
 
     def _finish(self, error: str | None = None) -> None:
         """In a child: report to the parent and leave at once."""
@@ -319,11 +300,6 @@ class Capture:
         rep["stdout"] = self.child_out.getvalue()
         rep["reads"] = sorted(rep.pop("reads_set", set()))
         rep.setdefault("done", "error" not in rep and not rep.get("another_solve"))
-        fd = rep.pop("fd", None)
-        with contextlib.suppress(Exception):
-            data = json.dumps(rep, default=str).encode()
-            while data:
-                data = data[os.write(fd, data):]
-        os._exit(0)
+        write_report(rep.pop("fd", None), rep)
 
 

@@ -23,8 +23,8 @@ import triforge
 
 HERE = Path(__file__).parent
 # what runs a reference and reads its output: a change to any of them changes every key
-GRADING_SOURCES = ("ref_jobs.py", "ref_jobs_probe.py", "ref_jobs_explain.py", "output.py", "refs.py",
-                   "ref_budgets.toml", "ref_cache.py", "program_run.py")
+GRADING_SOURCES = ("ref_jobs.py", "ref_jobs_probe.py", "ref_jobs_explain.py", "probe_reading.py", "fork_report.py",
+                   "output.py", "refs.py", "ref_budgets.toml", "ref_cache.py", "program_run.py")
 SOLVERS = ("cpmpy", "ortools")
 
 

@@ -21,12 +21,11 @@ import io
 import json
 import os
 import random
-import select
-import signal
 import sys
 import time
 from typing import Any
 
+from fork_report import read_report, write_report  # beside this file, like the harness
 from probe_reading import (
     fixing,
     flatten,
@@ -335,24 +334,7 @@ class Probe:
                 self._finish()
             raise _Resume(value)
         os.close(w)
-        deadline = time.perf_counter() + timeout
-        chunks: list[bytes] = []
-        while (left := deadline - time.perf_counter()) > 0:
-            ready, _, _ = select.select([r], [], [], left)
-            if ready:
-                data = os.read(r, 1 << 16)
-                if not data:
-                    break
-                chunks.append(data)
-        else:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        os.close(r)
-        os.waitpid(pid, 0)
-        try:
-            return json.loads(b"".join(chunks))
-        except ValueError:
-            return {"error": f"no report within {timeout:g} s"}
+        return read_report(pid, r, timeout)
 
     def _finish(self, error: str | None = None) -> None:
         """In a child: write the report to the parent and leave at once."""
@@ -361,12 +343,7 @@ class Probe:
             rep["error"] = error
         rep["stdout"] = getattr(self, "child_out", io.StringIO()).getvalue()
         rep.setdefault("done", error is None and "error" not in rep)
-        fd = rep.pop("fd", None)
-        with contextlib.suppress(Exception):
-            data = json.dumps(rep, default=str).encode()
-            while data:
-                data = data[os.write(fd, data):]
-        os._exit(0)
+        write_report(rep.pop("fd", None), rep)
 
 
 def _vars_of(cons: list[Any], objective: Any) -> list[Any]:
