@@ -4,7 +4,7 @@ The policy says what the code may reach; `mechanism()` says how this machine can
 namespaces as root (keeping cgroups), unprivileged user namespaces otherwise, or nothing. Where
 nothing works, untrusted code is refused unless the policy was explicitly turned off
 (`--isolation none`, `TRIFORGE_ISOLATION=none`). What is in force is read back from /proc after
-start (`sandbox_isolation.verify`), never assumed from what was asked.
+start (`confine.host.verify`), never assumed from what was asked.
 """
 
 from __future__ import annotations

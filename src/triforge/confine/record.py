@@ -1,5 +1,5 @@
 """What a run records about the isolation of its untrusted code: the policy asked for, the mechanism
-that holds it here, the seccomp layer, and what held, read back from /proc (`sandbox_run.verified`).
+that holds it here, the seccomp layer, and what held, read back from /proc (`confine.run.verified`).
 
 It goes into the run's config.json and, as an `isolation` event at run start, into its trace, so
 trace.jsonl, `triforge trace summary` and trace.html show it (or `NOT isolated (turned off)`).

@@ -39,7 +39,8 @@ class Run:
 
 @contextlib.contextmanager
 def open_run(out: str | Path, *, model: str | None = None, base_url: str | None = None,
-             api_key_env: str | None = None, llm: LLM | None = None, cache: str | None = None, cache_path: str | Path | None = None,
+             api_key_env: str | None = None, llm: LLM | None = None, cache: str | None = None,
+             cache_path: str | Path | None = None,
              limits: BudgetLimits | None = None, trace: bool = False,
              isolation: dict[str, Any] | None = None) -> Iterator[Run]:
     """Open the run in `out` (made if missing) and install its services for the block.

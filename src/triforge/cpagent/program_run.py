@@ -1,4 +1,4 @@
-"""Running a submitted program for grading: the core isolation runner (`core.sandbox_run`) with CP-Bench's limits."""
+"""Running a submitted program for grading: the isolation runner (`confine.run`) with CP-Bench's limits."""
 
 from __future__ import annotations
 
