@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -99,21 +100,18 @@ def echo_script(tmp_path) -> Path:
 
 @pytest.fixture(autouse=True)
 def no_orphans():
-    """Fail a test that leaves any child process behind (and clean up after it)."""
-    me = psutil.Process()
-    before = {p.pid for p in me.children(recursive=True)}
+    """Fail a test that leaves any child process behind (and clean up after it). The shared fork servers and
+    what they run are not this test's (`sandbox_support.live_descendants`): killing them would break another
+    test worker's run."""
+    from sandbox_support import live_descendants  # here: the servers' parent scripts import this module alone
+
+    before = live_descendants()
     yield
-    left = [p for p in me.children(recursive=True) if p.pid not in before and _alive(p)]
+    left = [psutil.Process(pid) for pid in live_descendants() - before if psutil.pid_exists(pid)]
     for p in left:
-        p.kill()
+        with contextlib.suppress(psutil.Error):
+            p.kill()
     assert not left, f"processes left behind: {[(p.pid, _cmd(p)) for p in left]}"
-
-
-def _alive(p: psutil.Process) -> bool:
-    try:
-        return p.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _cmd(p: psutil.Process) -> str:
