@@ -22,6 +22,8 @@ def test_doctor_prints_verified_isolation_for_both_paths(monkeypatch):
         assert "network: isolated" in lines[path] and "private /tmp" in lines[path]
         assert "home hidden" in lines[path] and "own PID namespace" in lines[path]
     assert lines["mechanism"].split(": ", 1)[1].startswith(("namespaces (root)", "user namespaces"))
+    # the probe's own temporary folder is gone once this is printed: it is named for what it is, not by path
+    assert "writable: only its own working folder and a private /tmp" in lines["one-shot programs"]
 
 
 def test_doctor_fails_where_nothing_isolates(monkeypatch):

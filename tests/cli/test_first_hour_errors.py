@@ -200,6 +200,14 @@ def test_bad_input_is_refused_before_any_progress_is_drawn(argv, needle, tmp_pat
     assert r.stdout == "", r.stdout  # no "0/?" bar, nothing else
 
 
+@pytest.mark.parametrize("argv", [["maestro", "run", "--bench", "hotpotqaa"], ["maestro", "optimize", "--bench", "nope"],
+                                  ["maestro", "compare", "--bench", "nope"]])
+def test_a_misspelt_benchmark_is_named_before_the_model_or_the_rollouts_are_asked_for(argv, tmp_path):
+    r = triforge(*argv, "--out", str(tmp_path / "o"))
+    one_line_error(r, "unknown benchmark")
+    assert "hotpotqa, ifbench, cpbench" in r.stderr and "model" not in r.stderr and "rollouts" not in r.stderr
+
+
 # -- 11: an unknown option suggests the closest real ones ---------------------------------------------------
 
 @pytest.mark.parametrize("argv,typo,want,not_want", [

@@ -84,8 +84,10 @@ def run(
     """Evaluate a program on a benchmark split; writes per-example results and traces to --out."""
     from triforge.core.budget import BudgetLimits
     from triforge.core.run import open_run
+    from triforge.maestro.bench import benchmark_class
     from triforge.maestro.run import evaluate_to_dir
 
+    benchmark_class(bench)  # a misspelt name is refused before the model is asked for
     out = out or default_out(bench)
     if bench == "cpbench":
         announce_isolation()

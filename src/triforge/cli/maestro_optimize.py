@@ -174,10 +174,12 @@ def optimize_cmd(
     jobs: int = JobsOpt, cache: str = CacheOpt, executor: str = ExecutorOpt, ray_address: str = RayAddressOpt,
 ) -> None:
     """Optimize a program on a benchmark under one budget; writes the run directory (report.md, report.html, ...)."""
+    from triforge.maestro.bench import benchmark_class
     from triforge.maestro.optimize.runner import OPTIMIZERS
 
     if optimizer not in OPTIMIZERS:
         raise UserError(f"unknown optimizer {optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
+    benchmark_class(bench)
     budget = _max_rollouts(max_rollouts, old_budget)
     task = _task(bench, program, data, corpus, mode, limits)
     out = out or default_out(f"{bench}-{optimizer}")
@@ -205,12 +207,14 @@ def compare_cmd(
 ) -> None:
     """Run several optimizers side by side and print one table."""
     from triforge.core.rundir import write_json_atomic
+    from triforge.maestro.bench import benchmark_class
     from triforge.maestro.optimize.runner import OPTIMIZERS
 
     names = [o.strip() for o in optimizers.split(",") if o.strip()]
     bad = [o for o in names if o not in OPTIMIZERS]
     if bad or not names:
         raise UserError(f"unknown optimizer(s) {bad or optimizers!r}: use some of {', '.join(OPTIMIZERS)}")
+    benchmark_class(bench)
     budget = _max_rollouts(max_rollouts, old_budget)
     task = _task(bench, program, data, corpus, mode, limits)
     out = out or default_out(f"{bench}-compare")

@@ -8,6 +8,7 @@ this process may create them. Output, deadline and killing the whole tree are `p
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -138,6 +139,9 @@ class IsolatedProcess:
         shutil.rmtree(self._runtime, ignore_errors=True)
 
 
+WORKDIR_LABEL = "its own working folder"
+
+
 @functools.cache
 def verified(policy: IsolationPolicy) -> Isolation:
     """What `policy` holds for a one-shot program here, read back from /proc of a live one (once per process)."""
@@ -163,6 +167,9 @@ def verified(policy: IsolationPolicy) -> Isolation:
         gaps = iso.gaps(policy.network, not policy.hide_home)
         if gaps:
             raise refusal(f"{launch.mechanism.name} started, but {', '.join(gaps)}")
+        if iso.writable_mounts is not None:  # the probe's folder is gone by the time anyone reads this
+            iso = dataclasses.replace(iso, writable_mounts=tuple(
+                WORKDIR_LABEL if m == str(runtime) else m for m in iso.writable_mounts))
         return iso
     finally:
         if popen is not None:
