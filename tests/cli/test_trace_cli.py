@@ -64,3 +64,16 @@ def test_a_trace_holding_several_runs_says_so(run):
     Tracer(run).tool_span("python_exec", {"code": "print(2)"}, "2", 1.0)  # a resumed run appends its own spans
     text = " ".join(triforge("trace", "summary", str(run)).stdout.split())
     assert "this trace holds 2 runs appended one after another" in text and "totals cover all" in text
+
+
+def test_a_folder_of_runs_points_at_the_runs_inside_it(run, tmp_path):
+    bench = tmp_path / "bench"
+    (bench / "problems" / "p" / "seed0").mkdir(parents=True)
+    (bench / "problems" / "p" / "seed0" / "trace.jsonl").write_bytes((run / "trace.jsonl").read_bytes())
+    (bench / "problems" / "q" / "seed0").mkdir(parents=True)
+    (bench / "problems" / "q" / "seed0" / "trace.jsonl").write_bytes((run / "trace.jsonl").read_bytes())
+    r = triforge("trace", "summary", str(bench))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert f"e.g. {bench / 'problems' / 'p' / 'seed0'} and 1 more" in r.stderr
+    r = triforge("trace", "summary", str(bench / "problems" / "p" / "seed0"))
+    assert r.returncode == 0, r.stderr

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from triforge.core.errors import UserError
 from triforge.cpagent.grader import grade_program
 from triforge.cpagent.refs import RefCache
 
@@ -137,6 +138,14 @@ def test_data_that_cannot_be_put_in_is_an_error_saying_why(problems, tmp_path, c
     broken = BUDGET.replace("budget = 14000", "budget = = 14000").replace("EXTRA", "").replace("FLIP", "chosen")
     v = _grade(problems, tmp_path, "capital_budget", broken, cache=cache)[0]
     assert v.verdict == "error" and "syntax error at line 6" in v.reasons[0], v.reasons
+
+
+def test_a_file_python_cannot_read_or_a_folder_is_refused_in_words(problems, tmp_path, cache):
+    v = _grade(problems, tmp_path, "abbots_puzzle", "print(1)\x00\n", cache=cache)[0]
+    assert v.verdict == "error" and v.reasons[0].startswith("syntax error of the submission: "), v.reasons
+    assert "None" not in v.reasons[0]
+    with pytest.raises(UserError, match="is a folder"):
+        grade_program(problems["abbots_puzzle"], tmp_path, [0])
 
 
 def test_run_errors_keep_the_submissions_line_and_name_missing_cpmpy_apis(problems, tmp_path, cache):

@@ -345,6 +345,8 @@ def grade_program(
     (model_check.py).
     """
     path = Path(program)
+    if path.is_dir():
+        raise UserError(f"{path} is a folder: give the submission's file (a Python program or a .json solution)")
     if not path.is_file():
         raise UserError(f"{path}: no such submission file")
     instances = instances if instances is not None else [0]

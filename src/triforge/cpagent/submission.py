@@ -72,7 +72,8 @@ def syntax_error(source: str) -> str | None:
             compile(source, "submission.py", "exec")
     except SyntaxError as e:
         code = (e.text or "").strip()
-        return f"syntax error at line {e.lineno} of the submission: {e.msg}" + (f": {code[:120]}" if code else "")
+        where = f" at line {e.lineno}" if e.lineno else ""
+        return f"syntax error{where} of the submission: {e.msg}" + (f": {code[:120]}" if code else "")
     return None
 
 

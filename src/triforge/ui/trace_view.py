@@ -38,6 +38,11 @@ def _spans_or_fail(run: str | Path, dropped: list[int] | None = None) -> list[di
     path = trace_path(run)
     if not path.is_file():
         missing = "" if Path(run).exists() else " (no such file or directory)"
+        inner = sorted(Path(run).glob("**/trace.jsonl")) if Path(run).is_dir() else []
+        if inner:  # a bench's folder: each problem's run has its own trace
+            more = f" and {len(inner) - 1} more" if len(inner) > 1 else ""
+            raise UserError(f"{run} has no trace.jsonl of its own; the runs inside it have theirs: pass one of "
+                            f"them, e.g. {inner[0].parent}{more}")
         raise UserError(f"{run} has no trace.jsonl{missing}; pass a run directory written by triforge "
                         f"(or its trace.jsonl)")
     not_a_trace = UserError(f"{run} is not a trace: pass a run directory or its trace.jsonl "
