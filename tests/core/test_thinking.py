@@ -1,4 +1,5 @@
-"""Thinking is kept, never executed: leading <think> blocks are split from the answer before calls are parsed."""
+"""Thinking is kept, never executed: thinking blocks, in every spelling models use, are split from the answer
+before calls are parsed."""
 
 from __future__ import annotations
 
@@ -53,6 +54,24 @@ REAL_CALL = '<tool_call>\n{"name": "submit", "arguments": {"answer": "42"}}\n</t
     ("<think></think>answer", "", "answer"),
     # a template that opened the block in the prompt: only the closing tag, on its own line
     ("plan with " + DECOY_CALL + "\n</think>\n\nanswer", "plan with " + DECOY_CALL, "answer"),
+    # other spellings: Claude-style and fine-tunes, Seed-OSS, Magistral, Kimi, gpt-oss's raw harmony format
+    ("<thinking>plan</thinking>answer", "plan", "answer"),
+    ("<Thought>plan</Thought>\nanswer", "plan", "answer"),
+    ("<reasoning>\nplan\n</reasoning>\nanswer", "plan", "answer"),
+    ("<seed:think>plan</seed:think>answer", "plan", "answer"),
+    ("[THINK]plan[/THINK]answer", "plan", "answer"),
+    ("◁think▷plan◁/think▷answer", "plan", "answer"),
+    ("<|channel|>analysis<|message|>plan<|end|><|start|>assistant<|channel|>final<|message|>answer<|return|>",
+     "plan", "answer"),
+    ("plan\n</thinking>\nanswer", "plan", "answer"),
+    ("plan\n[/THINK]\nanswer", "plan", "answer"),
+    # a block later in the reply (interleaved thinking: MiniMax), and one cut off there
+    ("Let me look.\n<think>\n" + DECOY_CALL + "\n</think>\nanswer", DECOY_CALL, "Let me look.\nanswer"),
+    ("first\n<think>one</think>\nsecond\n  <thinking>two</thinking>\nthird", "one\n\ntwo",
+     "first\nsecond\nthird"),
+    ("answer so far\n<think>cut off " + DECOY_CODE, "cut off " + DECOY_CODE, "answer so far"),
+    # a closing tag of another spelling does not end the block
+    ("<think>a </thinking> still thinking " + DECOY_CALL, "a </thinking> still thinking " + DECOY_CALL, ""),
 ])
 def test_leading_thinking_is_split_in_every_variant(text, thinking, answer):
     assert split_thinking(text) == (thinking, answer)
@@ -62,7 +81,10 @@ def test_leading_thinking_is_split_in_every_variant(text, thinking, answer):
     "The answer mentions <think> tags in the middle.",
     'Code: <tool_call>{"name": "python_exec", "arguments": {"code": "s.split(\'</think>\')"}}</tool_call>',
     "a closing tag inline </think> is not a line of its own",
-    "<thinking>is another tag</thinking>",
+    "Models write <thinking> or [THINK] tags; this sentence only names them.",
+    "print('<think>')\n```python\nx = '<reasoning>'\n```",
+    "<thinker>is not a thinking tag</thinker>",
+    "[think] in lower case is text",
     "",
     None,
 ])
@@ -75,6 +97,18 @@ def test_a_decoy_call_or_code_block_inside_think_never_runs_and_the_real_call_do
     tools = ToolSet([submit, python_exec], code_tool="python_exec")
     comp = Completion(content=f"<think>\nMaybe {DECOY_CALL} or\n{DECOY_CODE}\n</think>\n{REAL_CALL}")
     calls = parse_calls(tools, comp, native=native)
+    assert [(c.tool.name, c.arguments) for c in calls] == [("submit", {"answer": "42"})]
+    assert "DECOY" not in comp.content and "DECOY" in comp.reasoning
+
+
+@pytest.mark.parametrize("opening, closing", [("<think>", "</think>"), ("<thinking>", "</thinking>"),
+                                              ("<seed:think>", "</seed:think>"), ("[THINK]", "[/THINK]"),
+                                              ("◁think▷", "◁/think▷"), ("<|channel|>analysis<|message|>", "<|end|>")])
+@pytest.mark.parametrize("before", ["", "I will check first.\n"])
+def test_a_decoy_inside_any_spelling_of_thinking_never_runs(opening, closing, before):
+    tools = ToolSet([submit, python_exec], code_tool="python_exec")
+    comp = Completion(content=f"{before}{opening}\nMaybe {DECOY_CALL} or\n{DECOY_CODE}\n{closing}\n{REAL_CALL}")
+    calls = parse_calls(tools, comp, native=False)
     assert [(c.tool.name, c.arguments) for c in calls] == [("submit", {"answer": "42"})]
     assert "DECOY" not in comp.content and "DECOY" in comp.reasoning
 
