@@ -47,6 +47,11 @@ SPELLINGS = {
     "dict unpacked in one line": HEAD + 'DATA = {"n": 13, "c": 3}\nn, c = DATA["n"], DATA["c"]\n' + MODEL,
     "dict passed to a function": HEAD + 'def solve(d):\n    n, c = d["n"], d["c"]\n' + _indent(MODEL)
     + '\n\nsolve({"n": 13, "c": 3})\n',
+    "data as parameter defaults": HEAD + "def main(n=13, c=3):\n" + _indent(MODEL) + "\n\nmain()\n",
+    "keyword-only defaults": HEAD + "def main(*, n=13, c=3):\n" + _indent(MODEL) + "\n\nmain()\n",
+    "data in a class": HEAD + "class Data:\n    n = 13\n    c = 3\n\n\nn, c = Data.n, Data.c\n" + MODEL,
+    "data returned by a function": HEAD + 'def get_data():\n    return {"n": 13, "c": 3}\n\n\nd = get_data()\n'
+    + 'n, c = d["n"], d["c"]\n' + MODEL,
 }
 
 

@@ -136,6 +136,7 @@ def find_sites(source: str, names: list[str]) -> tuple[dict[str, Site], list[str
             for t in node.targets:
                 if isinstance(t, ast.Name):
                     named.setdefault(t.id, node.value)
+    classes = _class_literals(tree)
     sites: dict[str, Site] = {}
     for body in _bodies(tree):
         for stmt in body:
@@ -151,6 +152,9 @@ def find_sites(source: str, names: list[str]) -> tuple[dict[str, Site], list[str
                 if (isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name)
                         and isinstance(v.slice, ast.Constant) and isinstance(v.slice.value, str)):
                     entry = _dict_entry(dicts, v.slice.value, v.value.id, named)
+                if (entry is None and isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name)
+                        and v.value.id in classes):
+                    entry = classes[v.value.id].get(v.attr)  # `n = Data.n`: the class body holds the value
                 if entry is None and v is not None and not _is_literal(v):
                     entry = _dict_entry(dicts, n)  # `n = d["n"]` of a dict passed in: a literal entry named n
                 if entry is not None:  # `n = data["n"]`: the dict literal is where the value lives
@@ -163,7 +167,42 @@ def find_sites(source: str, names: list[str]) -> tuple[dict[str, Site], list[str
         if n not in sites and (entry := _dict_entry(dicts, n)) is not None:
             a, b = _span(source, starts, entry)
             sites[n] = Site(n, a, b, entry.lineno, entry, statement=False)
+    for n, default in _parameter_defaults(tree).items():  # `def main(n=8): ...` called as `main()`
+        if n in names and n not in sites:
+            a, b = _span(source, starts, default)
+            sites[n] = Site(n, a, b, default.lineno, default, statement=False)
     return sites, [n for n in names if n not in sites]
+
+
+def _class_literals(tree: ast.Module) -> dict[str, dict[str, ast.expr]]:
+    """Literal class attributes of the program's top-level classes: {class: {attribute: value}}."""
+    out: dict[str, dict[str, ast.expr]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef):
+            attrs: dict[str, ast.expr] = {}
+            for inner in stmt.body:
+                got = _bound(inner)
+                if got is not None and len(got[0]) == 1 and _is_literal(got[1]):
+                    attrs.setdefault(got[0][0], got[1])
+            out[stmt.name] = attrs
+    return out
+
+
+def _parameter_defaults(tree: ast.Module) -> dict[str, ast.expr]:
+    """The first literal default (None aside) of each parameter name, over the program's functions in source
+    order: where a program keeps its data when it never assigns it."""
+    out: dict[str, ast.expr] = {}
+    funcs = sorted((f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))),
+                   key=lambda f: (f.lineno, f.col_offset))
+    for f in funcs:
+        positional = [*f.args.posonlyargs, *f.args.args]
+        pairs = list(zip(positional[len(positional) - len(f.args.defaults):], f.args.defaults, strict=True))
+        pairs += [(a, d) for a, d in zip(f.args.kwonlyargs, f.args.kw_defaults, strict=True) if d is not None]
+        for arg, default in pairs:
+            if (arg.arg not in out and _is_literal(default)
+                    and not (isinstance(default, ast.Constant) and default.value is None)):
+                out[arg.arg] = default
+    return out
 
 
 def _is_literal(node: ast.expr) -> bool:
