@@ -114,6 +114,24 @@ def test_a_400_about_anything_else_is_not_adapted(body):
     assert read_refusal(_err(**body), BODY, {}) is None
 
 
+@pytest.mark.parametrize("body, rule", [
+    # Google's OpenAI-compatible endpoint: a list of errors; the SDK's text carries none of it
+    ([{"error": {"code": 400, "message": 'Invalid JSON payload received. Unknown name "stop": Cannot find field.',
+                 "status": "INVALID_ARGUMENT"}}], ("stop", "drop")),
+    # FastAPI / pydantic front ends: 422 with a `detail` list
+    ({"detail": [{"type": "extra_forbidden", "loc": ["body", "seed"], "msg": "Extra inputs are not permitted",
+                  "input": 1}]}, ("seed", "drop")),
+    # a plain-text body
+    ("Unsupported parameter: temperature", ("temperature", "drop")),
+    # about something triforge cannot adapt: left as an error
+    ({"detail": [{"type": "missing", "loc": ["body", "messages"], "msg": "Field required"}]}, None),
+    ("upstream connect error or disconnect/reset before headers", None),
+])
+def test_a_refusal_in_a_body_without_a_message_field_is_read_from_the_body(body, rule):
+    sent = {**BODY, "seed": 1}
+    assert read_refusal(SimpleNamespace(body=body, message="Error code: 400"), sent, {}) == rule
+
+
 def test_a_parameter_adapted_once_is_never_adapted_again():
     body = strict_refusal(frozenset({"openai-reasoning"}), {"temperature": 0})["error"]
     assert read_refusal(_err(**body), BODY, {"temperature": "drop"}) is None

@@ -224,3 +224,46 @@ def test_the_cache_replays_thinking_and_token_details(tmp_path):
         live, replay = llm.complete(HELLO), llm.complete(HELLO)
     assert replay.cached and len(srv.requests) == 1
     assert (replay.content, replay.reasoning, replay.usage) == (live.content, live.reasoning, live.usage)
+
+
+def test_a_422_naming_an_extra_field_is_adapted_as_a_400_is(caplog):
+    """Servers that validate the body with pydantic (gateways, FastAPI front ends) answer 422, not 400."""
+    import http.server
+
+    seen: list[dict] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body)
+            if "temperature" in body:
+                status, reply = 422, {"detail": [{"type": "extra_forbidden", "loc": ["body", "temperature"],
+                                                  "msg": "Extra inputs are not permitted", "input": 0.0}]}
+            else:
+                status, reply = 200, {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                                      "choices": [{"index": 0, "finish_reason": "stop",
+                                                   "message": {"role": "assistant", "content": "hello"}}]}
+            data = json.dumps(reply).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        llm = OpenAICompatLLM("alias", ModelConfig(model="m", base_url=f"http://127.0.0.1:{srv.server_port}/v1",
+                                                   max_retries=0, timeout_s=10), learned=Learned())
+        with caplog.at_level(logging.WARNING, logger="triforge.llm"):
+            assert llm.complete(HELLO, temperature=0.0).content == "hello"
+            assert llm.complete(HELLO, temperature=0.0).content == "hello"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert ["temperature" in b for b in seen] == [True, False, False]  # refused once, then never sent
+    said = announcements(caplog)
+    assert len(said) == 1 and "refused 'temperature' (HTTP 422)" in said[0], said

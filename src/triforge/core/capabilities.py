@@ -11,6 +11,7 @@ process (`Learned`), once, with no loop.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from dataclasses import dataclass
@@ -116,11 +117,26 @@ def sends_reasoning(body: dict[str, Any]) -> bool:
     return any("reasoning_content" in m for m in body.get("messages") or [] if isinstance(m, dict))
 
 
+def error_text(error: Any) -> str:
+    """What an HTTP error says: its message, and its body where the message does not carry it (the SDK puts
+    only a `message` field into the text; FastAPI's `detail` list, Google's list of errors and TGI's `error`
+    string are left in the body)."""
+    body = getattr(error, "body", None)
+    message = str(body.get("message") or "") if isinstance(body, dict) else ""
+    if message:
+        return message
+    head = str(getattr(error, "message", "") or "")
+    if body is None or body == "":
+        return head
+    rest = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
+    return f"{head} - {rest}" if head else rest
+
+
 def read_refusal(error: Any, sent: dict[str, Any], learned: dict[str, str]) -> tuple[str, str] | None:
-    """The one parameter a 400 refuses, and what to do about it (`"drop"` or `"rename:NEW"`), or None when the
-    400 is not about a parameter the client can adapt (or it was already adapted: never loop)."""
+    """The one parameter a 400 (or 422) refuses, and what to do about it (`"drop"` or `"rename:NEW"`), or None
+    when it is not about a parameter the client can adapt (or it was already adapted: never loop)."""
     err = error.body if isinstance(getattr(error, "body", None), dict) else {}
-    message = str(err.get("message") or getattr(error, "message", "") or "")
+    message = error_text(error)
     param, code = err.get("param"), str(err.get("code") or "")
     present = [p for p in ADAPTABLE if p in sent or (p == "reasoning_content" and sends_reasoning(sent))]
     if param not in present or not (code.startswith("unsupported") or _REFUSAL_WORDS.search(message)):

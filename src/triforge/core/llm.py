@@ -26,6 +26,7 @@ from triforge.core.capabilities import (
     apply_learned,
     capabilities,
     describe,
+    error_text,
     read_refusal,
     shape_body,
     toml_hint,
@@ -122,9 +123,10 @@ class TransientReplyError(Exception):
 
 
 class _Refused(Exception):
-    """An HTTP 400: maybe a parameter the model does not take (`OpenAICompatLLM._send` decides)."""
+    """An HTTP 400, or the 422 some servers (TGI, gateways validating the body) answer instead: maybe a parameter
+    the model does not take (`OpenAICompatLLM._send` decides)."""
 
-    def __init__(self, error: openai.BadRequestError) -> None:
+    def __init__(self, error: openai.APIStatusError) -> None:
         super().__init__(str(error))
         self.error = error
 
@@ -178,7 +180,7 @@ def _explain(alias: str, cfg: ModelConfig, e: Exception) -> str:
     if isinstance(e, openai.NotFoundError):
         return f"{where}: endpoint or model {cfg.model!r} not found (404); check base_url (usually ends in /v1) and the model name"
     if isinstance(e, openai.APIStatusError):
-        return f"{where} answered HTTP {e.status_code}: {str(e.message)[:200]}"
+        return f"{where} answered HTTP {e.status_code}: {error_text(e)[:300]}"
     return f"{where}: {type(e).__name__}: {str(e)[:200]}"
 
 
@@ -315,12 +317,12 @@ class OpenAICompatLLM:
                     self._announce(*rule, r.error)
         raise EndpointError(f"{_explain(self.alias, self.config, Exception('every parameter refused'))}")
 
-    def _announce(self, param: str, action: str, error: openai.BadRequestError) -> None:
+    def _announce(self, param: str, action: str, error: openai.APIStatusError) -> None:
         """Once per endpoint, model and parameter: on the console and in the trace."""
         err = error.body if isinstance(error.body, dict) else {}
         code = f" {err['code']}" if err.get("code") else ""
         hint = toml_hint(param, action)
-        line = (f"model {self.alias!r} at {self.config.base_url} refused {param!r} (HTTP 400{code}); "
+        line = (f"model {self.alias!r} at {self.config.base_url} refused {param!r} (HTTP {error.status_code}{code}); "
                 f"{describe(param, action)} for the rest of this run"
                 + (f" (declare {hint} in [models.{self.alias}] to skip the refused request)" if hint else ""))
         log.warning("triforge: %s", line)
@@ -329,7 +331,7 @@ class OpenAICompatLLM:
                 "triforge.model_alias": self.alias, "server.address": self.config.base_url,
                 "gen_ai.request.model": self.config.model, "triforge.refused_param": param,
                 "triforge.adaptation": action, "error.type": str(err.get("code") or "400"),
-                "error.message": str(err.get("message") or error.message)[:300]})
+                "error.message": error_text(error)[:300]})
 
     def _call_with_retries(self, body: dict[str, Any]) -> tuple[Completion, int]:
         limits = context.endpoint_limits()
@@ -352,7 +354,7 @@ class OpenAICompatLLM:
                 if wait is None:
                     wait = min(0.5 * 2 ** (attempt - 1), 8.0) * (0.5 + random.random() / 2)
                 self._sleep(min(wait, 60.0))
-            except openai.BadRequestError as e:
+            except (openai.BadRequestError, openai.UnprocessableEntityError) as e:
                 raise _Refused(e) from e
             except openai.APIStatusError as e:
                 raise EndpointError(_explain(self.alias, self.config, e)) from e
