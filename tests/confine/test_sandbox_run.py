@@ -190,3 +190,25 @@ for path in ("/proc/sys/kernel/hostname", "/proc/sys/vm/drop_caches"):
     assert all(line.endswith(" ro") for line in out.splitlines() if line.startswith("mount")), out
     if os.path.exists("/proc/sys"):
         assert "mount /proc/sys ro" in out, out
+
+
+def test_a_private_tmp_is_bounded_however_its_files_are_cut(tmp_path, monkeypatch):
+    """Its pages are memory that RLIMIT_AS does not count: files of any size, many of them, stop at the cap."""
+    monkeypatch.setenv(isolation.TMP_ENV, "24")
+    code = ("import errno, os\nwritten = 0\nfor top in ('/tmp', '/var/tmp', '/dev/shm'):\n"
+            "    n = 0\n    try:\n        for i in range(200):\n"
+            "            with open(f'{top}/f{i}', 'wb') as f:\n                f.write(b'x' * (1 << 20))\n"
+            "                f.flush()\n            n += 1\n"
+            "    except OSError as e:\n        assert e.errno == errno.ENOSPC, e\n"
+            "    print(top, n)\n")
+    r = _py(tmp_path, code, timeout=30).result
+    assert r.returncode == 0, r.stderr[-800:]
+    counts = {line.split()[0]: int(line.split()[1]) for line in r.stdout.splitlines()}
+    assert set(counts) == {"/tmp", "/var/tmp", "/dev/shm"} and all(20 <= n <= 24 for n in counts.values()), counts
+
+
+@pytest.mark.parametrize("value", ["lots", "0", "-5"])
+def test_a_bad_private_tmp_size_is_one_line_error(tmp_path, monkeypatch, value):
+    monkeypatch.setenv(isolation.TMP_ENV, value)
+    with pytest.raises(isolation.UserError, match="TRIFORGE_TMP_MB"):
+        _py(tmp_path, "print(1)")

@@ -71,10 +71,11 @@ def stamp() -> str:
 
     root = Path(__file__).resolve().parent
     h = hashlib.sha256()
-    for p in sorted(root.rglob("*.py")) + sorted(root.rglob("*.cu")):
+    confine = root.parent / "confine"  # the isolation the worker runs under is part of what it is
+    for p in sorted(root.rglob("*.py")) + sorted(root.rglob("*.cu")) + sorted(confine.rglob("*.py")):
         st = p.stat()
-        h.update(f"{p.relative_to(root)}:{st.st_mtime_ns}:{st.st_size};".encode())
-    for k in ("TRIFORGE_ISOLATION", "TRIFORGE_ASTRA_CACHE", "CUDA_VISIBLE_DEVICES", "PYTHONPATH"):
+        h.update(f"{p.relative_to(root.parent)}:{st.st_mtime_ns}:{st.st_size};".encode())
+    for k in ("TRIFORGE_ISOLATION", "TRIFORGE_ASTRA_CACHE", "CUDA_VISIBLE_DEVICES", "PYTHONPATH", "TRIFORGE_TMP_MB"):
         h.update(f"{k}={os.environ.get(k, '')};".encode())
     h.update(f"{sys.executable};{getattr(triforge, '__version__', '')}".encode())
     return h.hexdigest()[:16]

@@ -32,12 +32,14 @@ from pathlib import Path
 from triforge.confine import proc, unix_socket
 from triforge.confine.host import CgroupSet, verify
 from triforge.confine.isolation import (
+    LAUNCHER,
     PRIVATE_TMP,
     IsolationPolicy,
     interpreter_paths,
     mechanism,
     plan,
     refusal,
+    tmp_size_mb,
 )
 from triforge.confine.run import IsolatedResult, rlimits_spec, scrubbed_env
 
@@ -85,7 +87,7 @@ def runtime_dir() -> Path | None:
 def _key(policy: IsolationPolicy, preload: Sequence[str]) -> str:
     """What a server was started for: a server is reused only where all of it is the same."""
     parts = [os.path.realpath(sys.executable), sys.version, repr(astuple(policy)), ",".join(preload),
-             SERVER.read_text(), *_bound_back()]
+             SERVER.read_text(), LAUNCHER.read_text(), f"tmp {tmp_size_mb()} MiB", *_bound_back()]
     for name in preload:
         spec = importlib.util.find_spec(name.split(".")[0])
         origin = spec.origin if spec is not None and spec.origin else ""

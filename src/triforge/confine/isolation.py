@@ -25,6 +25,10 @@ ENV_VAR = "TRIFORGE_ISOLATION"
 LAUNCHER = Path(__file__).with_name("launcher.py")
 # private, empty and writable inside; the host's own stay untouched
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+# Each private temporary folder is a tmpfs of at most this many MiB (TRIFORGE_TMP_MB): its pages are memory
+# that RLIMIT_AS does not count, and without a memory cgroup (an ordinary user) nothing else would bound them.
+TMP_ENV = "TRIFORGE_TMP_MB"
+DEFAULT_TMP_MB = 1024
 CONFINEMENT_FAILED = 125  # the launcher's exit code when a step of a strict policy failed
 _NAMESPACES = ("--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--uts", "--ipc")
 
@@ -137,7 +141,19 @@ def filesystem_spec(policy: IsolationPolicy, writable: list[str]) -> dict[str, A
     # an explicit widening wins: a kept path holding a covered one leaves that one uncovered
     cover = {c: m for c, m in cover.items() if not any(_under(c, k) and k != c for k in rw + ro)}
     cover = {c: m for c, m in cover.items() if not any(_under(c, o) and o != c for o in cover)}
-    return {"cover": cover, "keep_ro": ro, "keep_rw": rw}
+    return {"cover": cover, "keep_ro": ro, "keep_rw": rw, "tmp_size_mb": tmp_size_mb()}
+
+
+def tmp_size_mb() -> int:
+    """The size of each private temporary folder, in MiB (TRIFORGE_TMP_MB, default 1024)."""
+    raw = os.environ.get(TMP_ENV, "")
+    try:
+        value = int(raw) if raw else DEFAULT_TMP_MB
+    except ValueError:
+        raise UserError(f"{TMP_ENV}={raw!r}: give a whole number of MiB (the size of each private /tmp)") from None
+    if value < 1:
+        raise UserError(f"{TMP_ENV}={raw!r}: give at least 1 (MiB)")
+    return value
 
 
 @dataclass

@@ -92,8 +92,10 @@ def _confine_filesystem(fs: dict) -> None:
             raise FileNotFoundError(2, "writable path missing", path)
     keep = [(p, rw) for p, rw in keep if os.path.exists(p)]
     fds = {p: os.open(p, os.O_PATH | os.O_CLOEXEC) for p, _ in keep}
-    for path in cover:
-        mount("tmpfs", path, "tmpfs", ms_nosuid | ms_nodev, "mode=1777" if cover[path] == "rw" else "mode=755")
+    size = int(fs.get("tmp_size_mb") or 0)
+    for path in cover:  # a writable one is bounded: its pages are memory no rlimit counts
+        data = (f"mode=1777,size={size}m" if size else "mode=1777") if cover[path] == "rw" else "mode=755"
+        mount("tmpfs", path, "tmpfs", ms_nosuid | ms_nodev, data)
     bound = []
     for path, rw in sorted(keep, key=lambda k: k[0].count("/")):  # parents first: children land on them
         if not any(_under(path, c) for c in cover) and not rw:
