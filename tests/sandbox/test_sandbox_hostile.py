@@ -93,6 +93,22 @@ def test_memory_bomb_across_child_processes_is_bounded(hostile, sb):
     assert r.restarted or "-9" in r.stdout
 
 
+def test_memory_spread_over_child_processes_is_bounded_without_a_memory_cgroup(hostile, sb):
+    """Not root: RLIMIT_AS holds each process alone, so the sandbox measures the kernel's whole tree."""
+    if "memory cgroup" in sb.isolation.memory_limit:
+        pytest.skip("a memory cgroup bounds the tree here (the test above)")
+    assert "children together" in sb.isolation.memory_limit, sb.isolation.memory_limit
+    child = ("import time\nhog = []\nfor _ in range(40):\n    hog.append(b'x' * (10 << 20))\n    time.sleep(0.02)\n"
+             "time.sleep(10)")
+    code = ("import subprocess, sys\n"
+            f"ps = [subprocess.Popen([sys.executable, '-c', {child!r}]) for _ in range(6)]\n"
+            "print([p.wait() for p in ps])")
+    with Sampler(ignore=sb.unrelated_pids) as s:
+        r = hostile(code, state_lost=True, timeout=20)  # 2.4 GB if nothing stopped it
+    assert "memory limit" in (r.notice or "") and not r.timed_out, r.notice
+    assert s.max_rss < (MEMORY_MB + 600) << 20, f"{s.max_rss >> 20} MiB used under a {MEMORY_MB} MiB limit"
+
+
 def test_fork_bomb_is_contained(hostile):
     # A generous deadline: on a loaded machine forking 128 processes can take seconds, and the limit is
     # reached (and named) long before the deadline; a quiet machine still ends in well under a second.

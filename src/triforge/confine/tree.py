@@ -21,6 +21,26 @@ def task_count(pids: set[int]) -> int:
     return total
 
 
+def memory_mb(pids: set[int]) -> float:
+    """Memory of the processes in `pids` together, in MiB: the sum of their proportional set sizes (pages shared
+    between them, as after a fork, counted once), or of their resident sizes where /proc does not give PSS."""
+    page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
+    total_kb = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+                total_kb += next(int(line.split()[1]) for line in f if line.startswith(b"Pss:"))
+            continue
+        except (OSError, StopIteration, ValueError, IndexError):
+            pass
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as f:
+                total_kb += int(f.read().split()[1]) * page_kb
+        except (OSError, ValueError, IndexError):
+            pass
+    return total_kb / 1024
+
+
 def descendants(root: int) -> set[int]:
     """Every descendant of `root`, from /proc/PID/task/TID/children: no scan of the whole process table,
     which matters after every cell of an unprivileged kernel (no pids cgroup to list them)."""

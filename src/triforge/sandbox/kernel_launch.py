@@ -6,6 +6,7 @@ starts it and reads back what holds.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -130,4 +131,8 @@ def checked_isolation(kernel_pid: int, cgroups: CgroupSet, limits: SandboxLimits
     gaps = isolation.gaps(policy.network, not policy.hide_home) if policy.enabled else []
     if gaps:
         raise refusal(f"{mechanism.name} started, but {', '.join(gaps)}")
+    if limits.memory_mb and "memory cgroup" not in isolation.memory_limit:  # KernelSandbox measures the tree
+        isolation = dataclasses.replace(isolation, memory_limit=(
+            f"{isolation.memory_limit} per process + {limits.memory_mb} MiB for the kernel and its children "
+            "together (measured every 0.1 s)"))
     return isolation

@@ -214,6 +214,8 @@ class KernelSandbox:
         per_uid_limit = kernel.isolation.rlimits.get("RLIMIT_NPROC") if kernel.isolation and "pids" not in \
             kernel.cgroups.dirs else None
         ooms = kernel.cgroups.counter("memory", "memory.oom_control", "oom_kill")
+        # without a memory cgroup (not root), RLIMIT_AS bounds each process alone: the tree is measured instead
+        tree_memory_mb = self.limits.memory_mb if "memory" not in kernel.cgroups.dirs else None
         t0 = time.monotonic()
         msg_id = kernel.send_execute(code)
         deadline = t0 + timeout
@@ -242,6 +244,10 @@ class KernelSandbox:
                     break
                 if cpu_budget and kernel.cpu_seconds() - cpu_at_start > cpu_budget:
                     notice = f"the CPU-time limit of {cpu_budget} s per cell was reached"
+                    break
+                if tree_memory_mb and kernel.strays() and kernel.memory_mb() > tree_memory_mb:
+                    notice = (f"the memory limit ({tree_memory_mb} MiB for the kernel and the processes it "
+                              "started, together) was reached")
                     break
             if interrupted_at is None and now >= deadline:
                 kernel.interrupt()
