@@ -55,7 +55,11 @@ def test_raw_model_name_with_base_url(tmp_path, monkeypatch):
         ("default_model = [", "not valid TOML"),
         ('[models.x]\nbase_url = "http://h/v1"\n', r"models\.x\.model: Field required"),
         ('[models.x]\nmodel = "m"\ntimeout_s = -1\n', r"models\.x\.timeout_s"),
-        ('[models.x]\nmodel = "m"\nwat = 1\n', r"models\.x\.wat: Extra inputs"),
+        ('[models.x]\nmodel = "m"\nwat = 1\n', r"models\.x\.wat: unknown key; known keys: model, base_url"),
+        # a misspelt key is named (with the key meant), not what the misspelling left missing
+        ('[models.x]\nmodell = "m"\n', r"models\.x\.modell: unknown key \(did you mean 'model'\?\)"),
+        ('[models.x]\nmodel = "m"\nmax_concurency = 2\n', r"did you mean 'max_concurrency'"),
+        ('defualt_model = "x"\n', r"defualt_model: unknown key \(did you mean 'default_model'\?\)"),
         ('cache = "sometimes"\n', "cache"),
     ],
 )

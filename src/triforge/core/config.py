@@ -8,6 +8,7 @@ Precedence, lowest first: built-in defaults, the user config file
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from pathlib import Path
@@ -102,8 +103,16 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def _first_error(e: ValidationError) -> str:
-    err = e.errors()[0]
+    """The error to show: a misspelt key before what its misspelling left missing (`modell` before `model`)."""
+    errors = sorted(e.errors(), key=lambda err: err["type"] != "extra_forbidden")
+    err = errors[0]
     where = ".".join(str(p) for p in err["loc"])
+    if err["type"] == "extra_forbidden":
+        loc = err["loc"]
+        known = ModelConfig.model_fields if len(loc) == 3 and loc[0] == "models" else Settings.model_fields
+        close = difflib.get_close_matches(str(loc[-1]), list(known), n=1)
+        return f"{where}: unknown key" + (f" (did you mean {close[0]!r}?)" if close else
+                                          f"; known keys: {', '.join(known)}")
     return f"{where}: {err['msg']}"
 
 
