@@ -57,6 +57,7 @@ CHECKS: dict[str, Callable[[str], str | None]] = {
     "TRIFORGE_DATA_URL": _url,
     "TRIFORGE_FORKSERVER": _choice("0", "1"),
     "TRIFORGE_FORKSERVER_IDLE_S": _number(float, 0),
+    "TRIFORGE_TMP_MB": _number(int, 1),
 }
 
 # Names, paths and internal markers: any text is accepted here; a path that is missing is reported where
@@ -67,6 +68,7 @@ FREE_FORM = (
     "TRIFORGE_HOTPOTQA_CORPUS", "TRIFORGE_DATA_HOME", "TRIFORGE_RUNTIME_DIR",
     "TRIFORGE_ASTRA_WORKER", "TRIFORGE_PROC_TAG",  # set by triforge itself in the processes it starts
     "TRIFORGE_TEST_WORKERS", "TRIFORGE_NO_BROWSER",  # read by scripts/test.sh, not by the CLI
+    "TRIFORGE_EXTRAS", "TRIFORGE_TORCH_INDEX",  # read by scripts/setup.sh
 )
 
 
