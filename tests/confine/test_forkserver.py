@@ -215,3 +215,12 @@ def test_someone_elses_runtime_folder_is_not_used(tmp_path, monkeypatch):
     folder.chmod(0o777)
     monkeypatch.setenv(forkserver.ENV_DIR, str(folder))
     assert forkserver.runtime_dir() is None
+
+
+def test_memory_spread_over_child_processes_is_bounded_together(runtime, tmp_path):
+    from test_sandbox_run import SPREAD, spread_is_stopped
+
+    r = _py(tmp_path / "w", SPREAD, timeout=30, limits=ProcLimits(memory_mb=384)).result
+    assert spread_is_stopped(r, 384), (r.returncode, r.stdout, r.stderr[-600:])
+    honest = _py(tmp_path / "h", SPREAD.replace("range(5)", "range(1)"), timeout=30, limits=ProcLimits(memory_mb=768))
+    assert honest.result.returncode == 0, honest.result.stderr[-600:]

@@ -212,3 +212,27 @@ def test_a_bad_private_tmp_size_is_one_line_error(tmp_path, monkeypatch, value):
     monkeypatch.setenv(isolation.TMP_ENV, value)
     with pytest.raises(isolation.UserError, match="TRIFORGE_TMP_MB"):
         _py(tmp_path, "print(1)")
+
+
+SPREAD = ("import subprocess, sys\n"
+          "child = \"import time\\nhog = []\\nfor _ in range(12):\\n    hog.append(b'x' * (10 << 20))\\n"
+          "    time.sleep(0.02)\\ntime.sleep(5)\"\n"
+          "ps = [subprocess.Popen([sys.executable, '-c', child]) for _ in range(5)]\n"
+          "codes = [p.wait() for p in ps]\n"
+          "print(codes)\n"
+          "sys.exit(0 if all(c == 0 for c in codes) else 1)\n")
+
+
+def spread_is_stopped(r, limit_mb: int) -> bool:
+    """Five children of 120 MB each: each under its own RLIMIT_AS, 600 MB together. A memory cgroup (root) or
+    the tree's measurement (an ordinary user) stops them; the latter says so on stderr."""
+    if r.returncode == 0 or r.timed_out:
+        return False
+    return os.geteuid() == 0 or f"went past {limit_mb} MiB together" in r.stderr
+
+
+def test_memory_spread_over_child_processes_is_bounded_together(tmp_path):
+    r = _py(tmp_path, SPREAD, timeout=30, limits=ProcLimits(memory_mb=256)).result
+    assert spread_is_stopped(r, 256), (r.returncode, r.stdout, r.stderr[-600:])
+    honest = _py(tmp_path, SPREAD.replace("range(5)", "range(1)"), timeout=30, limits=ProcLimits(memory_mb=512))
+    assert honest.result.returncode == 0, honest.result.stderr[-600:]  # one child of 120 MB stays within

@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import select
 import shutil
 import socket
 import struct
@@ -42,6 +43,7 @@ from triforge.confine.isolation import (
     tmp_size_mb,
 )
 from triforge.confine.run import IsolatedResult, rlimits_spec, scrubbed_env
+from triforge.confine.tree import descendants, memory_mb
 
 SERVER = Path(__file__).with_name("forkserver_main.py")
 ENV_SWITCH = "TRIFORGE_FORKSERVER"
@@ -343,6 +345,8 @@ def _run_in(slot: _Slot, script: tuple[list[str], bool], *, workdir: Path, timeo
             proc.kill_group(child)
             raise refusal(f"the fork server's child started, but {', '.join(gaps)}")
         conn.sendall(b"g")
+        over = limits.memory_mb is not None and "memory" not in cgroups.dirs and _over_memory(
+            conn, child, limits.memory_mb, None if timeout is None else t0 + timeout + REPLY_GRACE_S)
         conn.settimeout(None if timeout is None else timeout + REPLY_GRACE_S)
         try:
             done, _ = _recv(conn)
@@ -358,6 +362,8 @@ def _run_in(slot: _Slot, script: tuple[list[str], bool], *, workdir: Path, timeo
             if src.is_file() and not src.is_symlink():
                 shutil.copyfile(src, workdir / name)
         ok = True
+        if over and limits.memory_mb is not None:
+            stderr = f"{stderr.rstrip()}\n{proc.over_memory_note(limits.memory_mb)}\n".lstrip()
         res = proc.ProcResult(list(argv), done.get("returncode"), stdout, stderr, duration,
                               bool(done.get("timed_out")), st, et)
         return IsolatedResult(res, iso.confinement(), policy)
@@ -370,6 +376,18 @@ def _run_in(slot: _Slot, script: tuple[list[str], bool], *, workdir: Path, timeo
         shutil.rmtree(run, ignore_errors=True)
         if not ok:
             slot.stop()
+
+
+def _over_memory(conn: socket.socket, child: int, limit_mb: int, until: float | None) -> bool:
+    """Until the server replies: the memory of the program's tree, every 0.1 s (no memory cgroup holds it
+    here); past `limit_mb` its group is killed (the server then empties the namespace and replies)."""
+    while not select.select([conn], [], [], proc.WATCH_PERIOD_S)[0]:
+        if until is not None and time.perf_counter() >= until:
+            return False
+        if memory_mb(descendants(child) | {child}) > limit_mb:
+            proc.kill_group(child)
+            return True
+    return False
 
 
 def _feed(fd: int, text: str | None) -> None:

@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from triforge.confine.tree import descendants, memory_mb
+
 DEFAULT_OUTPUT_LIMIT = 64_000
 TAG_VAR = "TRIFORGE_PROC_TAG"
 
@@ -188,23 +190,51 @@ def kill_tree(pid: int, tag: str | None = None, exited: bool = False) -> int:
     return hit
 
 
-def _wait(proc: subprocess.Popen, timeout: float | None) -> None:
-    """`proc.wait(timeout)` without its polling (sleeps of up to 50 ms): woken by a pidfd when the program ends."""
-    if timeout is None:
+class OverMemory(Exception):
+    """The program's tree went past the memory it may use together (see `run`'s `tree_memory_mb`)."""
+
+
+WATCH_PERIOD_S = 0.1
+
+
+def over_memory_note(limit_mb: int) -> str:
+    return (f"triforge: killed: the program and the processes it started went past {limit_mb} MiB together "
+            "(the memory limit, measured every 0.1 s where no memory cgroup holds it)")
+
+
+def _wait(proc: subprocess.Popen, timeout: float | None, tree_memory_mb: int | None = None) -> None:
+    """`proc.wait(timeout)` without its polling (sleeps of up to 50 ms): woken by a pidfd when the program ends.
+    With `tree_memory_mb`, the tree's memory is measured every 0.1 s on the way (`OverMemory` past it)."""
+    if timeout is None and tree_memory_mb is None:
         proc.wait()
         return
     try:
         fd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
-        proc.wait(timeout=timeout)
-        return
+        fd = None
+    deadline = None if timeout is None else time.monotonic() + max(timeout, 0)
     try:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        if not poller.poll(max(timeout, 0) * 1000):
-            raise subprocess.TimeoutExpired(proc.args, timeout)
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            step = left if tree_memory_mb is None else min(WATCH_PERIOD_S, WATCH_PERIOD_S if left is None else left)
+            if fd is None:
+                try:
+                    proc.wait(timeout=step)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+            else:
+                poller = select.poll()
+                poller.register(fd, select.POLLIN)
+                if poller.poll(None if step is None else step * 1000):
+                    break
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(proc.args, timeout or 0)
+            if tree_memory_mb is not None and memory_mb(descendants(proc.pid) | {proc.pid}) > tree_memory_mb:
+                raise OverMemory(tree_memory_mb)
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
     proc.wait()
 
 
@@ -219,12 +249,16 @@ def run(
     preexec_fn=None,
     limits: ProcLimits | None = None,
     reap_escaped: bool = True,
+    tree_memory_mb: int | None = None,
 ) -> ProcResult:
     """Run `cmd` in its own process group; when it ends or times out, kill everything it started.
 
     Never raises for a failing or hanging program; a command that cannot be started at all
     (missing executable) raises `FileNotFoundError` as usual. With `reap_escaped`, processes
     that left the group (setsid, daemons) are found by a tag in their environment and killed too.
+    `tree_memory_mb`: the memory the program and its children may use together, measured every 0.1 s (where
+    no memory cgroup bounds them: RLIMIT_AS holds each process alone); past it the tree is killed and stderr
+    says why.
     """
     argv = list(cmd)
     if limits is not None:
@@ -261,11 +295,13 @@ def run(
                 pass
 
         threading.Thread(target=feed, daemon=True).start()
-    timed_out = False
+    timed_out = over = False
     try:
-        _wait(proc, timeout)
+        _wait(proc, timeout, tree_memory_mb)
     except subprocess.TimeoutExpired:
         timed_out = True
+    except OverMemory:
+        over = True
     finally:
         # Kill the whole tree even on success: a program may leave background children behind.
         kill_tree(proc.pid, tag, exited=proc.poll() is not None)
@@ -274,6 +310,8 @@ def run(
     stderr, et = err.text(2.0)
     for s in (proc.stdout, proc.stderr):
         s.close()
+    if over and tree_memory_mb is not None:
+        stderr = f"{stderr.rstrip()}\n{over_memory_note(tree_memory_mb)}\n".lstrip()
     return ProcResult(
         cmd=list(cmd),
         returncode=None if timed_out else proc.returncode,

@@ -86,8 +86,9 @@ def run_isolated(
         spec = {**launch.spec, "cgroups": [str(p) for p in cgroups.dirs.values()] if cgroups else [],
                 "rlimits": rlimits_spec(limits), "cwd": str(workdir), "exec_argv": list(argv)}
         (runtime / "spec.json").write_text(json.dumps(spec))
+        held = cgroups is not None and "memory" in cgroups.dirs
         res = proc.run(launch.argv, timeout=timeout, cwd=workdir, env=scrubbed_env(workdir) if env is None else env,
-                       input=input, output_limit=output_limit)
+                       input=input, output_limit=output_limit, tree_memory_mb=None if held else limits.memory_mb)
         if res.returncode == CONFINEMENT_FAILED and "sandbox launcher:" in res.stderr:
             raise refusal(res.stderr.strip().splitlines()[-1])
         res.cmd = list(argv)
