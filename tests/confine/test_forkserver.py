@@ -224,3 +224,13 @@ def test_memory_spread_over_child_processes_is_bounded_together(runtime, tmp_pat
     assert spread_is_stopped(r, 384), (r.returncode, r.stdout, r.stderr[-600:])
     honest = _py(tmp_path / "h", SPREAD.replace("range(5)", "range(1)"), timeout=30, limits=ProcLimits(memory_mb=768))
     assert honest.result.returncode == 0, honest.result.stderr[-600:]
+
+
+def test_a_working_folder_that_grows_past_its_limit_stops_the_program(runtime, tmp_path):
+    from test_sandbox_run import FILL
+
+    r = _py(tmp_path / "w", FILL.replace("N", "40"), timeout=30, limits=ProcLimits(folder_mb=100)).result
+    assert r.returncode != 0 and "working folder grew by more than 100 MiB" in r.stderr, r.stderr[-600:]
+    honest = _py(tmp_path / "h", FILL.replace("N", "5").replace("time.sleep(3)", ""), timeout=30,
+                 limits=ProcLimits(folder_mb=100)).result
+    assert honest.returncode == 0 and len(list((tmp_path / "h").glob("f*"))) == 5, honest.stderr[-600:]

@@ -236,3 +236,28 @@ def test_memory_spread_over_child_processes_is_bounded_together(tmp_path):
     assert spread_is_stopped(r, 256), (r.returncode, r.stdout, r.stderr[-600:])
     honest = _py(tmp_path, SPREAD.replace("range(5)", "range(1)"), timeout=30, limits=ProcLimits(memory_mb=512))
     assert honest.result.returncode == 0, honest.result.stderr[-600:]  # one child of 120 MB stays within
+
+
+FILL = ("import time\nfor i in range(N):\n    with open(f'f{i}', 'wb') as f:\n        f.write(b'x' * (10 << 20))\n"
+        "    time.sleep(0.02)\ntime.sleep(3)\n")
+
+
+def test_a_working_folder_that_grows_past_its_limit_stops_the_program(tmp_path):
+    """Each file is under RLIMIT_FSIZE; the folder as a whole is what would fill the disk."""
+    (tmp_path / "w").mkdir()
+    (tmp_path / "h").mkdir()
+    t0 = time.monotonic()
+    r = _py(tmp_path / "w", FILL.replace("N", "40"), timeout=30, limits=ProcLimits(folder_mb=100)).result
+    assert r.returncode != 0 and "working folder grew by more than 100 MiB" in r.stderr, r.stderr[-600:]
+    assert time.monotonic() - t0 < 10 and len(list((tmp_path / "w").glob("f*"))) <= 14
+    honest = _py(tmp_path / "h", FILL.replace("N", "5").replace("time.sleep(3)", ""), timeout=30,
+                 limits=ProcLimits(folder_mb=100)).result
+    assert honest.returncode == 0, honest.stderr[-600:]
+
+
+def test_a_folder_with_too_many_entries_counts_as_past_any_limit(tmp_path):
+    from triforge.confine.tree import folder_mb
+
+    for i in range(30):
+        (tmp_path / f"e{i}").write_bytes(b"x" * 5000)
+    assert 0.1 < folder_mb(tmp_path) < 1 and folder_mb(tmp_path, max_entries=20) == float("inf")

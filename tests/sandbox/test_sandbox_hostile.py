@@ -109,6 +109,19 @@ def test_memory_spread_over_child_processes_is_bounded_without_a_memory_cgroup(h
     assert s.max_rss < (MEMORY_MB + 600) << 20, f"{s.max_rss >> 20} MiB used under a {MEMORY_MB} MiB limit"
 
 
+def test_a_cell_filling_its_working_folder_is_stopped(tmp_path):
+    """The disk under the working folder: files under RLIMIT_FSIZE each, but without end together."""
+    with KernelSandbox(tmp_path, folder_mb=100, output_limit=10_000) as box:
+        box.execute("keep = 1")
+        r = box.execute("import itertools\nfor i in itertools.count():\n"
+                        "    open(f'f{i}', 'wb').write(b'x' * (10 << 20))", timeout=30)
+        assert r.restarted and "working folder grew by more than 100 MiB" in (r.notice or ""), r.notice
+        assert not r.timed_out and len(list(tmp_path.glob("f*"))) < 40
+        assert box.execute("1 + 1").result == "2"
+        honest = box.execute("open('small', 'wb').write(b'x' * (5 << 20))")
+        assert honest.ok, honest.notice
+
+
 def test_fork_bomb_is_contained(hostile):
     # A generous deadline: on a loaded machine forking 128 processes can take seconds, and the limit is
     # reached (and named) long before the deadline; a quiet machine still ends in well under a second.

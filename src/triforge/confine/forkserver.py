@@ -43,7 +43,7 @@ from triforge.confine.isolation import (
     tmp_size_mb,
 )
 from triforge.confine.run import IsolatedResult, rlimits_spec, scrubbed_env
-from triforge.confine.tree import descendants, memory_mb
+from triforge.confine.tree import descendants
 
 SERVER = Path(__file__).with_name("forkserver_main.py")
 ENV_SWITCH = "TRIFORGE_FORKSERVER"
@@ -344,9 +344,11 @@ def _run_in(slot: _Slot, script: tuple[list[str], bool], *, workdir: Path, timeo
         if gaps := iso.gaps(policy.network, not policy.hide_home):
             proc.kill_group(child)
             raise refusal(f"the fork server's child started, but {', '.join(gaps)}")
+        watch = proc.watches(lambda: descendants(child) | {child},
+                             tree_memory_mb=None if "memory" in cgroups.dirs else limits.memory_mb,
+                             folder=(run, limits.folder_mb) if limits.folder_mb else None)
         conn.sendall(b"g")
-        over = limits.memory_mb is not None and "memory" not in cgroups.dirs and _over_memory(
-            conn, child, limits.memory_mb, None if timeout is None else t0 + timeout + REPLY_GRACE_S)
+        stopped = _watched(conn, child, watch, None if timeout is None else t0 + timeout + REPLY_GRACE_S)
         conn.settimeout(None if timeout is None else timeout + REPLY_GRACE_S)
         try:
             done, _ = _recv(conn)
@@ -362,8 +364,8 @@ def _run_in(slot: _Slot, script: tuple[list[str], bool], *, workdir: Path, timeo
             if src.is_file() and not src.is_symlink():
                 shutil.copyfile(src, workdir / name)
         ok = True
-        if over and limits.memory_mb is not None:
-            stderr = f"{stderr.rstrip()}\n{proc.over_memory_note(limits.memory_mb)}\n".lstrip()
+        if stopped:
+            stderr = f"{stderr.rstrip()}\n{proc.stopped_note(stopped)}\n".lstrip()
         res = proc.ProcResult(list(argv), done.get("returncode"), stdout, stderr, duration,
                               bool(done.get("timed_out")), st, et)
         return IsolatedResult(res, iso.confinement(), policy)
@@ -378,16 +380,18 @@ def _run_in(slot: _Slot, script: tuple[list[str], bool], *, workdir: Path, timeo
             slot.stop()
 
 
-def _over_memory(conn: socket.socket, child: int, limit_mb: int, until: float | None) -> bool:
-    """Until the server replies: the memory of the program's tree, every 0.1 s (no memory cgroup holds it
-    here); past `limit_mb` its group is killed (the server then empties the namespace and replies)."""
+def _watched(conn: socket.socket, child: int, watch: proc.Watch | None, until: float | None) -> str | None:
+    """Until the server replies, `watch` every 0.1 s; when it gives a reason, the program's group is killed (the
+    server then empties the namespace and replies) and the reason returned."""
+    if watch is None:
+        return None
     while not select.select([conn], [], [], proc.WATCH_PERIOD_S)[0]:
         if until is not None and time.perf_counter() >= until:
-            return False
-        if memory_mb(descendants(child) | {child}) > limit_mb:
+            return None
+        if (reason := watch()) is not None:
             proc.kill_group(child)
-            return True
-    return False
+            return reason
+    return None
 
 
 def _feed(fd: int, text: str | None) -> None:

@@ -16,11 +16,11 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from triforge.confine.tree import descendants, memory_mb
+from triforge.confine.tree import descendants, folder_mb, memory_mb
 
 DEFAULT_OUTPUT_LIMIT = 64_000
 TAG_VAR = "TRIFORGE_PROC_TAG"
@@ -36,6 +36,7 @@ class ProcLimits:
     max_processes: int | None = None  # RLIMIT_NPROC
     core_dumps: bool = False
     open_files: int | None = None  # RLIMIT_NOFILE
+    folder_mb: int | None = 2048  # what the working folder may grow by during the run (measured every 0.1 s)
 
     def prlimit_args(self) -> list[str]:
         args = [] if self.core_dumps else ["--core=0"]
@@ -190,22 +191,40 @@ def kill_tree(pid: int, tag: str | None = None, exited: bool = False) -> int:
     return hit
 
 
-class OverMemory(Exception):
-    """The program's tree went past the memory it may use together (see `run`'s `tree_memory_mb`)."""
+class Stopped(Exception):
+    """A watch stopped the program (its tree's memory, its working folder's size): the reason, for stderr."""
 
 
 WATCH_PERIOD_S = 0.1
+Watch = Callable[[], "str | None"]  # a reason to stop the program now, or None
 
 
-def over_memory_note(limit_mb: int) -> str:
-    return (f"triforge: killed: the program and the processes it started went past {limit_mb} MiB together "
-            "(the memory limit, measured every 0.1 s where no memory cgroup holds it)")
+def watches(pids: Callable[[], set[int]], *, tree_memory_mb: int | None = None,
+            folder: tuple[str | os.PathLike[str], int] | None = None) -> Watch | None:
+    """What is measured every 0.1 s while a program runs: the memory of its tree (`pids()`) where no memory
+    cgroup holds it, and how much its working folder grew (`folder`: the path and the MiB it may grow by)."""
+    start = folder_mb(folder[0]) if folder is not None else 0.0
+
+    def check() -> str | None:
+        if tree_memory_mb is not None and memory_mb(pids()) > tree_memory_mb:
+            return (f"the program and the processes it started went past {tree_memory_mb} MiB together (the memory "
+                    "limit, measured every 0.1 s where no memory cgroup holds it)")
+        if folder is not None and (grown := folder_mb(folder[0]) - start) > folder[1]:
+            what = "holds too many files" if grown == float("inf") else f"grew by more than {folder[1]} MiB"
+            return f"its working folder {what} (the folder limit, measured every 0.1 s)"
+        return None
+
+    return check if tree_memory_mb is not None or folder is not None else None
 
 
-def _wait(proc: subprocess.Popen, timeout: float | None, tree_memory_mb: int | None = None) -> None:
+def stopped_note(reason: str) -> str:
+    return f"triforge: killed: {reason}"
+
+
+def _wait(proc: subprocess.Popen, timeout: float | None, watch: Watch | None = None) -> None:
     """`proc.wait(timeout)` without its polling (sleeps of up to 50 ms): woken by a pidfd when the program ends.
-    With `tree_memory_mb`, the tree's memory is measured every 0.1 s on the way (`OverMemory` past it)."""
-    if timeout is None and tree_memory_mb is None:
+    With `watch`, it is asked every 0.1 s on the way (`Stopped` with its reason when it gives one)."""
+    if timeout is None and watch is None:
         proc.wait()
         return
     try:
@@ -216,7 +235,7 @@ def _wait(proc: subprocess.Popen, timeout: float | None, tree_memory_mb: int | N
     try:
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            step = left if tree_memory_mb is None else min(WATCH_PERIOD_S, WATCH_PERIOD_S if left is None else left)
+            step = left if watch is None else min(WATCH_PERIOD_S, WATCH_PERIOD_S if left is None else left)
             if fd is None:
                 try:
                     proc.wait(timeout=step)
@@ -230,8 +249,8 @@ def _wait(proc: subprocess.Popen, timeout: float | None, tree_memory_mb: int | N
                     break
             if deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(proc.args, timeout or 0)
-            if tree_memory_mb is not None and memory_mb(descendants(proc.pid) | {proc.pid}) > tree_memory_mb:
-                raise OverMemory(tree_memory_mb)
+            if watch is not None and (reason := watch()) is not None:
+                raise Stopped(reason)
     finally:
         if fd is not None:
             os.close(fd)
@@ -250,6 +269,7 @@ def run(
     limits: ProcLimits | None = None,
     reap_escaped: bool = True,
     tree_memory_mb: int | None = None,
+    folder: tuple[str | os.PathLike[str], int] | None = None,
 ) -> ProcResult:
     """Run `cmd` in its own process group; when it ends or times out, kill everything it started.
 
@@ -257,8 +277,8 @@ def run(
     (missing executable) raises `FileNotFoundError` as usual. With `reap_escaped`, processes
     that left the group (setsid, daemons) are found by a tag in their environment and killed too.
     `tree_memory_mb`: the memory the program and its children may use together, measured every 0.1 s (where
-    no memory cgroup bounds them: RLIMIT_AS holds each process alone); past it the tree is killed and stderr
-    says why.
+    no memory cgroup bounds them: RLIMIT_AS holds each process alone); `folder`: a folder and the MiB it may
+    grow by. Past either the tree is killed and stderr says why.
     """
     argv = list(cmd)
     if limits is not None:
@@ -295,13 +315,14 @@ def run(
                 pass
 
         threading.Thread(target=feed, daemon=True).start()
-    timed_out = over = False
+    timed_out, stopped = False, None
+    watch = watches(lambda: descendants(proc.pid) | {proc.pid}, tree_memory_mb=tree_memory_mb, folder=folder)
     try:
-        _wait(proc, timeout, tree_memory_mb)
+        _wait(proc, timeout, watch)
     except subprocess.TimeoutExpired:
         timed_out = True
-    except OverMemory:
-        over = True
+    except Stopped as e:
+        stopped = str(e)
     finally:
         # Kill the whole tree even on success: a program may leave background children behind.
         kill_tree(proc.pid, tag, exited=proc.poll() is not None)
@@ -310,8 +331,8 @@ def run(
     stderr, et = err.text(2.0)
     for s in (proc.stdout, proc.stderr):
         s.close()
-    if over and tree_memory_mb is not None:
-        stderr = f"{stderr.rstrip()}\n{over_memory_note(tree_memory_mb)}\n".lstrip()
+    if stopped:
+        stderr = f"{stderr.rstrip()}\n{stopped_note(stopped)}\n".lstrip()
     return ProcResult(
         cmd=list(cmd),
         returncode=None if timed_out else proc.returncode,

@@ -88,7 +88,8 @@ def run_isolated(
         (runtime / "spec.json").write_text(json.dumps(spec))
         held = cgroups is not None and "memory" in cgroups.dirs
         res = proc.run(launch.argv, timeout=timeout, cwd=workdir, env=scrubbed_env(workdir) if env is None else env,
-                       input=input, output_limit=output_limit, tree_memory_mb=None if held else limits.memory_mb)
+                       input=input, output_limit=output_limit, tree_memory_mb=None if held else limits.memory_mb,
+                       folder=(workdir, limits.folder_mb) if limits.folder_mb else None)
         if res.returncode == CONFINEMENT_FAILED and "sandbox launcher:" in res.stderr:
             raise refusal(res.stderr.strip().splitlines()[-1])
         res.cmd = list(argv)

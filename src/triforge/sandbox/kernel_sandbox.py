@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from triforge.confine.host import Isolation
 from triforge.confine.isolation import IsolationPolicy
 from triforge.confine.limits import SandboxLimits
+from triforge.confine.tree import folder_mb
 from triforge.core.errors import UserError
 from triforge.sandbox.kernel_process import KernelProcess, SandboxError, writable_in
 from triforge.sandbox.output import CappedText, strip_ansi
@@ -70,6 +71,7 @@ class KernelSandbox:
         cpu_seconds: int | None = _DEFAULT.cpu_seconds,
         max_processes: int | None = _DEFAULT.max_processes,
         max_file_mb: int | None = _DEFAULT.max_file_mb,
+        folder_mb: int | None = _DEFAULT.folder_mb,
         network: bool = False,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         timeout: float = 60.0,
@@ -81,7 +83,8 @@ class KernelSandbox:
         isolation: IsolationPolicy | None = None,
     ) -> None:
         limits = SandboxLimits(memory_mb, cpu_seconds, max_processes, max_file_mb, network,
-                               tuple(sorted((env or {}).items())), isolation or IsolationPolicy.from_env())
+                               tuple(sorted((env or {}).items())), isolation or IsolationPolicy.from_env(),
+                               folder_mb)
         if pool is not None and pool.limits != limits:
             raise UserError("the sandbox's limits differ from its pool's: create it with pool.sandbox() instead")
         self.limits = limits
@@ -216,6 +219,8 @@ class KernelSandbox:
         ooms = kernel.cgroups.counter("memory", "memory.oom_control", "oom_kill")
         # without a memory cgroup (not root), RLIMIT_AS bounds each process alone: the tree is measured instead
         tree_memory_mb = self.limits.memory_mb if "memory" not in kernel.cgroups.dirs else None
+        folder_limit = self.limits.folder_mb if self.workdir is not None else None
+        folder_at_start = folder_mb(self.workdir) if folder_limit and self.workdir is not None else 0.0
         t0 = time.monotonic()
         msg_id = kernel.send_execute(code)
         deadline = t0 + timeout
@@ -244,6 +249,11 @@ class KernelSandbox:
                     break
                 if cpu_budget and kernel.cpu_seconds() - cpu_at_start > cpu_budget:
                     notice = f"the CPU-time limit of {cpu_budget} s per cell was reached"
+                    break
+                if folder_limit and self.workdir is not None and (
+                        grown := folder_mb(self.workdir) - folder_at_start) > folder_limit:
+                    what = "holds too many files" if grown == float("inf") else f"grew by more than {folder_limit} MiB"
+                    notice = f"the working folder {what} in this cell (the folder limit)"
                     break
                 if tree_memory_mb and kernel.strays() and kernel.memory_mb() > tree_memory_mb:
                     notice = (f"the memory limit ({tree_memory_mb} MiB for the kernel and the processes it "

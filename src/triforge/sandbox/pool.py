@@ -94,6 +94,7 @@ class KernelPool:
             cpu_seconds=lim.cpu_seconds,
             max_processes=lim.max_processes,
             max_file_mb=lim.max_file_mb,
+            folder_mb=lim.folder_mb,
             network=lim.network,
             env=dict(lim.env),
             isolation=lim.isolation,
