@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from triforge.astra.preprocess import clean
+from triforge.core import pyparse
 from triforge.core.errors import UserError
 
 _LAUNCH = re.compile(r"^\s*//\s*@launch\s+(block|grid|smem)\s*:\s*(.+?)\s*$", re.M)
@@ -52,7 +53,7 @@ class Candidate:
             if len(expr) > MAX_EXPR_CHARS:
                 raise CandidateError(f"@launch {key} expression is longer than {MAX_EXPR_CHARS} characters")
             try:
-                _check_expr(ast.parse(expr, mode="eval").body)
+                _check_expr(pyparse.parse(expr, mode="eval").body)
             except (SyntaxError, ValueError) as exc:
                 raise CandidateError(f"bad @launch {key} expression {expr!r}: {exc}") from None
         return cls(source=source, launch_exprs=exprs, path=path)
@@ -111,7 +112,7 @@ def _eval_node(node: ast.AST, env: dict[str, int]):
 
 
 def eval_expr(expr: str, env: dict[str, int]) -> int | tuple[int, ...]:
-    return _eval(ast.parse(expr, mode="eval").body, env)
+    return _eval(pyparse.parse(expr, mode="eval").body, env)
 
 
 def _dim3(value, what: str) -> tuple[int, int, int]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import warnings
 
+from triforge.core import pyparse
+
 LEGACY = {"IntVar": "intvar", "BoolVar": "boolvar", "cparray": "cpm_array",
           "alldifferent": "AllDifferent", "allequal": "AllEqual", "circuit": "Circuit"}
 _ALIAS = "_triforge_cpmpy_legacy"
@@ -51,7 +53,7 @@ def with_legacy_names(source: str) -> tuple[str, list[str]]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = ast.parse(source)
+            tree = pyparse.parse(source)
     except SyntaxError:
         return source, []
     used, bare = _uses(tree)

@@ -14,6 +14,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from triforge.core import pyparse
+
 
 @dataclass(frozen=True)
 class Site:
@@ -32,7 +34,7 @@ def _parse(source: str) -> ast.Module | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return ast.parse(source)
+            return pyparse.parse(source)
     except SyntaxError:
         return None
 

@@ -25,6 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from triforge.core import pyparse
 from triforge.core.errors import UserError
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -119,7 +120,7 @@ def _substitute_block(body: str, instance: dict[str, Any], todo: set[str], where
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = ast.parse(body)
+            tree = pyparse.parse(body)
     except SyntaxError as e:
         raise DatasetError(f"{where}: cannot put the instance's data in: its data block is not valid Python "
                            f"({e.msg}, line {e.lineno} of the block)") from None
@@ -162,7 +163,7 @@ def _only_instance_names(body: str, instance: dict[str, Any]) -> bool:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = ast.parse(body)
+            tree = pyparse.parse(body)
     except SyntaxError:
         return False
     return all((names := _assigned_names(st)) is not None and set(names) <= set(instance) for st in tree.body)
@@ -303,7 +304,7 @@ def parse_problem(folder: Folder) -> Problem:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # LaTeX like \( in the docstrings is an invalid escape
-            tree = ast.parse(source)
+            tree = pyparse.parse(source)
     except SyntaxError as e:
         raise DatasetError(f"{model_path}: not valid Python ({e.msg}, line {e.lineno})") from None
     headers = {m.group(1): m.group(2) for m in _HEADER.finditer(source.split('"""', 1)[0])}

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triforge.confine.run import run_isolated
+from triforge.core import pyparse
 from triforge.cpagent import warm
 from triforge.cpagent.dataset import Problem
 from triforge.cpagent.output import OutputError, parse_solution
@@ -71,7 +72,7 @@ def native_access(source: str) -> str | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = ast.parse(source)
+            tree = pyparse.parse(source)
     except SyntaxError:
         return None
     for node in ast.walk(tree):

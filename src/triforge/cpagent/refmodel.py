@@ -11,6 +11,7 @@ import ast
 import warnings
 from dataclasses import dataclass
 
+from triforge.core import pyparse
 from triforge.cpagent.dataset import DatasetError, find_solution_dict
 
 _WRAPPERS = {"int", "bool", "list", "float"}
@@ -47,7 +48,7 @@ def model_name(source: str) -> str:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return _solve_statement(ast.parse(source))[1]
+            return _solve_statement(pyparse.parse(source))[1]
     except (SyntaxError, DatasetError):
         return "model"
 
@@ -117,7 +118,7 @@ def check_plan(source: str, keys: tuple[str, ...] | list[str] | None = None) -> 
     `keys`, when the dict literal does not print exactly those)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # LaTeX like \( in the docstrings is an invalid escape
-        tree = ast.parse(source)
+        tree = pyparse.parse(source)
     index, model_name = _solve_statement(tree)
     lines = source.splitlines(keepends=True)
     prefix = "".join(lines[: tree.body[index].lineno - 1])
