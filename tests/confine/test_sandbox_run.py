@@ -261,3 +261,20 @@ def test_a_folder_with_too_many_entries_counts_as_past_any_limit(tmp_path):
     for i in range(30):
         (tmp_path / f"e{i}").write_bytes(b"x" * 5000)
     assert 0.1 < folder_mb(tmp_path) < 1 and folder_mb(tmp_path, max_entries=20) == float("inf")
+
+
+def test_a_folder_too_large_to_measure_from_the_start_is_not_watched(tmp_path, monkeypatch):
+    """Counting a huge folder every 0.1 s would cost a core: a run that starts in one has no folder watch."""
+    from triforge.confine import proc, tree
+
+    monkeypatch.setattr(proc, "folder_mb", lambda path: tree.folder_mb(path, max_entries=20))
+    big, small = tmp_path / "big", tmp_path / "small"
+    big.mkdir()
+    small.mkdir()
+    for i in range(30):
+        (big / f"e{i}").write_text("x")
+    assert proc.watches(set, folder=(big, 1)) is None
+    watch = proc.watches(set, folder=(small, 1))
+    assert watch is not None and watch() is None
+    (small / "f").write_bytes(b"x" * (2 << 20))
+    assert "grew by more than 1 MiB" in (watch() or "")

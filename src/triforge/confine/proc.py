@@ -204,6 +204,8 @@ def watches(pids: Callable[[], set[int]], *, tree_memory_mb: int | None = None,
     """What is measured every 0.1 s while a program runs: the memory of its tree (`pids()`) where no memory
     cgroup holds it, and how much its working folder grew (`folder`: the path and the MiB it may grow by)."""
     start = folder_mb(folder[0]) if folder is not None else 0.0
+    if start == float("inf"):  # a folder too large to measure every 0.1 s from the start: not watched
+        folder = None
 
     def check() -> str | None:
         if tree_memory_mb is not None and memory_mb(pids()) > tree_memory_mb:

@@ -221,6 +221,8 @@ class KernelSandbox:
         tree_memory_mb = self.limits.memory_mb if "memory" not in kernel.cgroups.dirs else None
         folder_limit = self.limits.folder_mb if self.workdir is not None else None
         folder_at_start = folder_mb(self.workdir) if folder_limit and self.workdir is not None else 0.0
+        if folder_at_start == float("inf"):  # too many entries to measure every 0.1 s: not watched
+            folder_limit = None
         t0 = time.monotonic()
         msg_id = kernel.send_execute(code)
         deadline = t0 + timeout
