@@ -101,6 +101,12 @@ def test_hash_is_stable_and_content_based():
     (lambda d: d.pop("outputs"), "missing the key 'outputs'"),
     (lambda d: d["edges"].append({"src": "hop1", "dst": "hop2", "when": {"field": "zzz"}}), "unknown field 'zzz'"),
     (lambda d: d["nodes"][0].update(max_visits=0), "max_visits must be at least 1"),
+    (lambda d: d.update(nodes=[5]), "'nodes' is a list of tables"),
+    (lambda d: d.update(nodes={"a": {}}), "'nodes' is a list of tables"),
+    (lambda d: d.update(edges=["hop1 -> hop2"]), "'edges' is a list of tables"),
+    (lambda d: d.update(name=["x"]), "'name' is a string"),
+    (lambda d: d.update(max_steps="many"), "malformed program"),
+    (lambda d: d["nodes"][0]["inputs"].clear() or d["nodes"][0].update(inputs=7), "malformed program"),
 ])
 def test_malformed_programs_are_rejected_with_one_line(mutate, message):
     d = seed_program("hotpotqa").to_dict()
@@ -108,6 +114,12 @@ def test_malformed_programs_are_rejected_with_one_line(mutate, message):
     with pytest.raises(ProgramError, match=message.replace("[", r"\[").replace("]", r"\]")) as e:
         Program.from_dict(d)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("text", ["[]", '"a program"', "42", "null"])
+def test_a_file_that_is_not_a_table_is_one_line(text):
+    with pytest.raises(ProgramError, match="a program is a table of keys"):
+        Program.from_json(text)
 
 
 def test_bad_files_are_user_errors(tmp_path):

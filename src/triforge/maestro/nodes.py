@@ -175,6 +175,11 @@ def node_from_dict(d: dict[str, Any]) -> Node:
     extra = sorted(set(d) - known)
     if extra:
         raise ValueError(f"node {d.get('name')!r} ({kind}): unknown keys {extra}")
+    for f in dataclasses.fields(cls):  # a table or a list where the node keeps one, not anything else
+        want = f.default_factory if f.default_factory in (dict, list) else None  # type: ignore[comparison-overlap]
+        if want is not None and f.name in d and not isinstance(d[f.name], want):
+            noun = "a table" if want is dict else "a list"
+            raise ValueError(f"node {d.get('name')!r} ({kind}): {f.name!r} is {noun}, not {d[f.name]!r}")
     return cls(**d)
 
 

@@ -78,6 +78,15 @@ class Program:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Program:
+        if not isinstance(d, dict):
+            raise ProgramError(f"a program is a table of keys (name, inputs, outputs, nodes, edges), not a "
+                               f"{type(d).__name__}")
+        for key in ("nodes", "edges"):
+            items = d.get(key, [])
+            if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+                raise ProgramError(f"malformed program: {key!r} is a list of tables, one per {key[:-1]}")
+        if not isinstance(d.get("name", ""), str):
+            raise ProgramError("malformed program: 'name' is a string")
         try:
             version = d.get("format", FORMAT_VERSION)
             if version != FORMAT_VERSION:
@@ -95,7 +104,7 @@ class Program:
             )
         except KeyError as e:
             raise ProgramError(f"program is missing the key {e.args[0]!r}") from None
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, AttributeError) as e:
             raise ProgramError(f"malformed program: {e}") from None
         prog.check()
         return prog
