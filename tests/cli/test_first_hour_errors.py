@@ -231,3 +231,17 @@ def test_an_unknown_option_suggests_the_closest_real_options(argv, typo, want, n
         assert w in suggested, (typo, suggested)
     for n in not_want:
         assert n not in suggested, (typo, suggested)
+
+
+@pytest.mark.parametrize("content, needle", [(b"\xff\xfe\x00 not utf-8", "is not UTF-8 text"),
+                                             (b"__global__ void k() {}\x00\x01", "is not text (it holds NUL bytes)"),
+                                             (None, "is a folder, not a file")])
+def test_a_file_handed_in_that_is_not_text_is_one_line(content, needle, tmp_path):
+    given = tmp_path / "given"
+    if content is None:
+        given.mkdir()
+    else:
+        given.write_bytes(content)
+    one_line_error(triforge("astra", "check", "--task", "silu_and_mul", "--kernel", str(given)), f"kernel file {given} {needle}")
+    one_line_error(triforge("cpagent", "solve", "--file", str(given), "--model", "m", "--base-url",
+                            "http://127.0.0.1:9/v1", "--out", str(tmp_path / "o")), f"problem file {given} {needle}")

@@ -11,6 +11,7 @@ from rich.table import Column, Table
 
 from triforge.cli.common import console
 from triforge.core.errors import UserError
+from triforge.core.textfile import read_user_text
 
 app = typer.Typer(help="astra's kernel lab: list tasks, check, time, profile and scan CUDA candidates.",
                   no_args_is_help=True)
@@ -19,9 +20,7 @@ app = typer.Typer(help="astra's kernel lab: list tasks, check, time, profile and
 def _read_kernel(path: Path | None) -> str | None:
     if path is None:
         return None
-    if not path.is_file():
-        raise UserError(f"kernel file {path} not found: give the path of a .cu candidate")
-    return path.read_text()
+    return read_user_text(path, "kernel file", "give the path of a .cu candidate")
 
 
 @app.command("tasks")

@@ -28,6 +28,7 @@ from triforge.cli.common import (
 from triforge.cli.invocation import runnable
 from triforge.cli.isolation_line import announce_isolation
 from triforge.core.errors import UserError
+from triforge.core.textfile import read_user_text
 
 EXIT_WAITING = 3
 
@@ -77,9 +78,7 @@ def prepare_task(task: str | None, task_file: Path | None, kernel: Path | None, 
     spec = get_task(task)
     if kernel is None:
         return task, spec.baseline_source(), "the task's baseline", rel
-    if not kernel.is_file():
-        raise UserError(f"kernel file {kernel} not found: give the path of a .cu candidate")
-    source = kernel.read_text(encoding="utf-8")
+    source = read_user_text(kernel, "kernel file", "give the path of a .cu candidate")
     lab.check_kernel(spec, source, str(kernel))
     return task, source, str(kernel), rel
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from jinja2 import Environment, StrictUndefined
 
 from triforge.core.errors import UserError
+from triforge.core.textfile import read_user_text
 
 PROMPTS = Path(__file__).resolve().parent / "prompts"
 _JINJA = Environment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
@@ -54,9 +55,7 @@ def task_from_file(path: str | Path) -> CPTask:
     example object; without either, the agent still runs but the result cannot be graded.
     """
     p = Path(path)
-    if not p.is_file():
-        raise UserError(f"problem file {p} not found")
-    text = p.read_text(encoding="utf-8", errors="replace").strip()
+    text = read_user_text(p, "problem file").strip()
     if not text:
         raise UserError(f"problem file {p} is empty")
     keys: tuple[str, ...] = ()
