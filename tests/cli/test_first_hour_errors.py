@@ -245,3 +245,16 @@ def test_a_file_handed_in_that_is_not_text_is_one_line(content, needle, tmp_path
     one_line_error(triforge("astra", "check", "--task", "silu_and_mul", "--kernel", str(given)), f"kernel file {given} {needle}")
     one_line_error(triforge("cpagent", "solve", "--file", str(given), "--model", "m", "--base-url",
                             "http://127.0.0.1:9/v1", "--out", str(tmp_path / "o")), f"problem file {given} {needle}")
+
+
+@pytest.mark.parametrize("name", ["program.json", "program.toml", "data.jsonl", "data.jsonl.gz"])
+def test_a_program_or_data_file_that_is_not_text_is_one_line(name, tmp_path):
+    given = tmp_path / name
+    given.write_bytes(b"\xff\xfe\x00\x81 not text")
+    if name.startswith("program"):
+        one_line_error(triforge("maestro", "show", str(given)), "a program file is UTF-8 text")
+        return
+    needle = "is not a readable gzip file" if name.endswith(".gz") else "is not UTF-8 text"
+    for bench in ("ifbench", "hotpotqa"):
+        one_line_error(triforge("maestro", "run", "--bench", bench, "--data", str(given), "--model", "m", "--base-url",
+                                "http://127.0.0.1:9/v1", "--out", str(tmp_path / bench)), needle)

@@ -148,7 +148,10 @@ class Program:
         p = Path(path)
         if not p.is_file():
             raise ProgramError(f"program file {p} not found")
-        text = p.read_text(encoding="utf-8")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise ProgramError(f"{p}: a program file is UTF-8 text (byte {e.start} cannot be read)") from None
         try:
             return cls.from_toml(text) if p.suffix == ".toml" else cls.from_json(text)
         except ProgramError as e:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from triforge.core.errors import UserError
-from triforge.data import find_file, open_text
+from triforge.data import find_file, read_text
 from triforge.data import resolve_path as resolve_data_path
 from triforge.maestro.benchmarks.base import Example
 
@@ -54,26 +54,26 @@ def load_ifbench(path: str | os.PathLike[str] | None = None) -> list[IFBenchExam
     """Read every prompt of the benchmark file, in file order."""
     p = resolve_path(path)
     out: list[IFBenchExample] = []
-    with open_text(p) as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                ids = list(row["instruction_id_list"])
-                kwargs = [{k: v for k, v in (kw or {}).items() if v is not None} for kw in row["kwargs"]]
-                prompt = str(row["prompt"])
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise UserError(f"{p}:{lineno}: not an IFBench record ({exc})") from None
-            if len(kwargs) != len(ids):
-                raise UserError(f"{p}:{lineno}: {len(ids)} instructions but {len(kwargs)} kwargs")
-            out.append(
-                IFBenchExample(
-                    id=str(row.get("key", lineno)),
-                    inputs={"prompt": prompt},
-                    gold={"instruction_id_list": ids, "kwargs": kwargs},
-                )
+    # the whole file at once: a file that is not text is one line (`read_text`), not a traceback
+    for lineno, line in enumerate(read_text(p).split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            ids = list(row["instruction_id_list"])
+            kwargs = [{k: v for k, v in (kw or {}).items() if v is not None} for kw in row["kwargs"]]
+            prompt = str(row["prompt"])
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise UserError(f"{p}:{lineno}: not an IFBench record ({exc})") from None
+        if len(kwargs) != len(ids):
+            raise UserError(f"{p}:{lineno}: {len(ids)} instructions but {len(kwargs)} kwargs")
+        out.append(
+            IFBenchExample(
+                id=str(row.get("key", lineno)),
+                inputs={"prompt": prompt},
+                gold={"instruction_id_list": ids, "kwargs": kwargs},
             )
+        )
     return out
 
 
