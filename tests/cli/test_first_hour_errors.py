@@ -258,3 +258,29 @@ def test_a_program_or_data_file_that_is_not_text_is_one_line(name, tmp_path):
     for bench in ("ifbench", "hotpotqa"):
         one_line_error(triforge("maestro", "run", "--bench", bench, "--data", str(given), "--model", "m", "--base-url",
                                 "http://127.0.0.1:9/v1", "--out", str(tmp_path / bench)), needle)
+
+
+MODEL = ["--model", "m", "--base-url", "http://127.0.0.1:9/v1"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["cpagent", "solve", "--problem", "abbots_puzzle", *MODEL],
+    ["cpagent", "bench", "--problem", "abbots_puzzle", *MODEL],
+    ["maestro", "run", "--bench", "hotpotqa", *MODEL],
+    ["maestro", "optimize", "--bench", "hotpotqa", "--max-rollouts", "20", *MODEL],
+    ["astra", "optimize", "--task", "silu_and_mul", "--evaluate-later", *MODEL],
+    ["demo"],
+])
+def test_a_file_where_the_run_directory_should_go_is_one_line(argv, tmp_path):
+    blocker = tmp_path / "taken"
+    blocker.write_text("the user's own file\n")
+    one_line_error(triforge(*argv, "--out", str(blocker)), "a file of that name is in the way")
+    assert blocker.read_text() == "the user's own file\n"  # nothing the user gave is lost
+
+
+@pytest.mark.parametrize("script, needle", [("x = (\n", "syntax error at line 1"),
+                                            ("raise ValueError('boom')\n", "failed while loading: ValueError: boom")])
+def test_a_fake_server_script_that_fails_to_load_is_one_line(script, needle, tmp_path):
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    one_line_error(triforge("llm", "serve-fake", "--script", str(path), "--port", "0"), needle)

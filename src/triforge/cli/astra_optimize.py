@@ -28,6 +28,7 @@ from triforge.cli.common import (
 from triforge.cli.invocation import runnable
 from triforge.cli.isolation_line import announce_isolation
 from triforge.core.errors import UserError
+from triforge.core.rundir import make_run_dir
 from triforge.core.textfile import read_user_text
 
 EXIT_WAITING = 3
@@ -153,7 +154,7 @@ def optimize(
     roles = [SINGLE] if single_agent else list(ROLES)
     rm = parse_role_models(role_model, single_agent)
     out = out or default_out(task or (task_file.stem if task_file else "astra"))
-    out.mkdir(parents=True, exist_ok=True)
+    make_run_dir(out)
     task_name, source, label, rel = prepare_task(task, task_file, kernel, out)
     argv = sys.argv[sys.argv.index("optimize") + 1:] if "optimize" in sys.argv else None
     (out / "command.txt").write_text(shlex.join(["triforge", "astra", "optimize", *argv]) + "\n" if argv is not None

@@ -19,6 +19,7 @@ from triforge.core.budget import Budget, BudgetLimits
 from triforge.core.cache import ResponseCache, open_cache
 from triforge.core.llm import LLM
 from triforge.core.models import ModelPool
+from triforge.core.rundir import make_run_dir
 from triforge.core.trace import Tracer
 
 
@@ -52,8 +53,7 @@ def open_run(out: str | Path, *, model: str | None = None, base_url: str | None 
     `out/trace.jsonl` (leave it to a subsystem that writes its own). `isolation`: the caller's isolation
     record (core knows nothing of confinement), kept on the run for its config and trace.
     """
-    path = Path(out)
-    path.mkdir(parents=True, exist_ok=True)
+    path = make_run_dir(out)
     budget = Budget(limits) if limits is not None and any(v is not None for v in limits.as_dict().values()) \
         else None
     with contextlib.ExitStack() as stack:

@@ -17,13 +17,20 @@ def write_json_atomic(path: Path, data: Any) -> None:
     tmp.replace(path)
 
 
+def make_run_dir(path: str | Path) -> Path:
+    """`path` as a folder (made if missing), or one line saying why it cannot be (a file there, no permission)."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        why = "a file of that name is in the way" if p.is_file() else e.strerror
+        raise UserError(f"cannot create run directory {p}: {why}") from None
+    return p
+
+
 class RunDir:
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UserError(f"cannot create run directory {self.path}: {e.strerror}") from None
+        self.path = make_run_dir(path)
 
     @property
     def results_path(self) -> Path:

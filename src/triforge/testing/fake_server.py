@@ -357,20 +357,25 @@ class _Handler(BaseHTTPRequestHandler):
 def load_script(path: str | Path) -> Script:
     """A script file: JSON (a list of steps) or Python (defines `script` list or `reply(request)`)."""
     from triforge.core.errors import UserError
+    from triforge.core.textfile import read_user_text
 
     p = Path(path)
-    if not p.is_file():
-        raise UserError(f"script file {p} not found")
+    text = read_user_text(p, "script file")
     if p.suffix == ".py":
         ns: dict[str, Any] = {}
-        exec(compile(p.read_text(), str(p), "exec"), ns)  # the user's own script file
+        try:
+            exec(compile(text, str(p), "exec"), ns)  # the user's own script file
+        except SyntaxError as e:
+            raise UserError(f"{p}: syntax error at line {e.lineno}: {e.msg}") from None
+        except Exception as e:  # noqa: BLE001 - whatever the user's script raises, said in one line
+            raise UserError(f"{p} failed while loading: {type(e).__name__}: {e}") from None
         if callable(ns.get("reply")):
             return ns["reply"]
         if isinstance(ns.get("script"), list):
             return _checked(ns["script"], p)
         raise UserError(f"{p} defines neither `script` (a list) nor `reply(request)`")
     try:
-        data = json.loads(p.read_text())
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise UserError(f"{p} is not valid JSON: {e.msg} at line {e.lineno}") from None
     if not isinstance(data, list):
