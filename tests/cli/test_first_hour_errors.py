@@ -284,3 +284,10 @@ def test_a_fake_server_script_that_fails_to_load_is_one_line(script, needle, tmp
     path = tmp_path / "script.py"
     path.write_text(script)
     one_line_error(triforge("llm", "serve-fake", "--script", str(path), "--port", "0"), needle)
+
+
+def test_an_output_path_that_cannot_be_written_is_one_line(tmp_path):
+    run = tmp_path / "run"
+    assert triforge("demo", "--out", str(run)).returncode == 0
+    missing = tmp_path / "no" / "such" / "folder" / "view.html"
+    one_line_error(triforge("trace", "view", str(run), "--out", str(missing)), f"{missing}: No such file or directory")

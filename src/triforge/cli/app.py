@@ -165,6 +165,15 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         console_err.print("[yellow]interrupted[/]")
         sys.exit(130)
+    except OSError as e:
+        # A path the user named that cannot be read or written (an output file in a folder that is not there or
+        # not writable, a full disk): one line naming it; anything else is a bug and keeps its traceback.
+        if debug or not e.filename:
+            raise
+        where = f"{e.filename}" + (f" -> {e.filename2}" if e.filename2 else "")
+        console_err.print(f"[bold red]error:[/] {escape(where)}: {escape(e.strerror or type(e).__name__)}",
+                          highlight=False, soft_wrap=True)
+        sys.exit(2)
 
 
 if __name__ == "__main__":
