@@ -364,8 +364,7 @@ def _run_in(slot: _Slot, script: tuple[list[str], bool], *, workdir: Path, timeo
             if src.is_file() and not src.is_symlink():
                 shutil.copyfile(src, workdir / name)
         ok = True
-        if stopped:
-            stderr = f"{stderr.rstrip()}\n{proc.stopped_note(stopped)}\n".lstrip()
+        stderr = proc.with_stop_note(stderr, stopped)
         res = proc.ProcResult(list(argv), done.get("returncode"), stdout, stderr, duration,
                               bool(done.get("timed_out")), st, et)
         return IsolatedResult(res, iso.confinement(), policy)

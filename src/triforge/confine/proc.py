@@ -219,8 +219,9 @@ def watches(pids: Callable[[], set[int]], *, tree_memory_mb: int | None = None,
     return check if tree_memory_mb is not None or folder is not None else None
 
 
-def stopped_note(reason: str) -> str:
-    return f"triforge: killed: {reason}"
+def with_stop_note(stderr: str, reason: str | None) -> str:
+    """The program's stderr, with a last line saying why triforge killed it (when a watch did)."""
+    return f"{stderr.rstrip()}\ntriforge: killed: {reason}\n".lstrip() if reason else stderr
 
 
 def _wait(proc: subprocess.Popen, timeout: float | None, watch: Watch | None = None) -> None:
@@ -233,6 +234,9 @@ def _wait(proc: subprocess.Popen, timeout: float | None, watch: Watch | None = N
         fd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
         fd = None
+    poller = select.poll()
+    if fd is not None:
+        poller.register(fd, select.POLLIN)
     deadline = None if timeout is None else time.monotonic() + max(timeout, 0)
     try:
         while True:
@@ -244,11 +248,8 @@ def _wait(proc: subprocess.Popen, timeout: float | None, watch: Watch | None = N
                     break
                 except subprocess.TimeoutExpired:
                     pass
-            else:
-                poller = select.poll()
-                poller.register(fd, select.POLLIN)
-                if poller.poll(None if step is None else step * 1000):
-                    break
+            elif poller.poll(None if step is None else step * 1000):
+                break
             if deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(proc.args, timeout or 0)
             if watch is not None and (reason := watch()) is not None:
@@ -333,8 +334,7 @@ def run(
     stderr, et = err.text(2.0)
     for s in (proc.stdout, proc.stderr):
         s.close()
-    if stopped:
-        stderr = f"{stderr.rstrip()}\n{stopped_note(stopped)}\n".lstrip()
+    stderr = with_stop_note(stderr, stopped)
     return ProcResult(
         cmd=list(cmd),
         returncode=None if timed_out else proc.returncode,

@@ -12,52 +12,46 @@ unclosed block runs to the end of the reply. Nothing inside the thinking is a to
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-_NAMES = r"think|thinking|thought|reasoning|seed:think"
-# (opening, closing) of each spelling; the opening must start the reply or a line
-_KINDS = [
-    (re.compile(rf"<\s*(?P<name>{_NAMES})\s*>", re.I), r"<\s*/\s*{name}\s*>"),
-    (re.compile(r"\[THINK\]"), r"\[/THINK\]"),
-    (re.compile(r"◁think▷"), r"◁/think▷"),
-    (re.compile(r"(?:<\|start\|>\s*assistant\s*)?<\|channel\|>\s*analysis\s*<\|message\|>"), r"<\|end\|>"),
-]
+_TAGS = ("think", "thinking", "thought", "reasoning", "seed:think")
+_HARMONY_OPEN = r"(?:<\|start\|>\s*assistant\s*)?<\|channel\|>\s*analysis\s*<\|message\|>"
+# (opening, closing, flags) of each spelling; the opening must start the reply or a line
+_SPELLINGS = [*((rf"<\s*{re.escape(t)}\s*>", rf"<\s*/\s*{re.escape(t)}\s*>", re.I) for t in _TAGS),
+              (r"\[THINK\]", r"\[/THINK\]", 0), (r"◁think▷", r"◁/think▷", 0), (_HARMONY_OPEN, r"<\|end\|>", 0)]
+
+
+@dataclass(frozen=True)
+class _Kind:
+    opening: re.Pattern[str]
+    closing: re.Pattern[str]
+    lone_closing: re.Pattern[str]  # a closing tag alone on its line
+    harmony: bool
+
+
+_KINDS = [_Kind(re.compile(o, f), re.compile(c, f), re.compile(rf"^[ \t]*{c}[ \t]*$", f | re.M), o == _HARMONY_OPEN)
+          for o, c, f in _SPELLINGS]
 _LINE_START = re.compile(r"(?:\A|(?<=\n))[ \t]*")
 _HARMONY_WRAPPER = re.compile(r"<\|start\|>\s*assistant\s*|<\|channel\|>\s*final\s*<\|message\|>|<\|(?:end|return)\|>")
 
 
-def _close_of(kind: int, m: re.Match[str]) -> re.Pattern[str]:
-    close = _KINDS[kind][1]
-    if "{name}" in close:
-        close = close.format(name=re.escape(m.group("name")))
-    return re.compile(close, re.I)
-
-
-def _next_block(text: str, pos: int) -> tuple[int, re.Match[str]] | None:
-    """The earliest opening tag at or after `pos` that starts a line: (its kind, its match)."""
-    best: tuple[int, re.Match[str]] | None = None
+def _next_block(text: str, pos: int) -> tuple[_Kind, re.Match[str]] | None:
+    """The earliest opening tag at or after `pos` that starts a line: its kind and its match."""
     for start in _LINE_START.finditer(text, pos):
-        for kind, (opening, _) in enumerate(_KINDS):
-            m = opening.match(text, start.end())
-            if m is not None and (best is None or m.start() < best[1].start()):
-                best = (kind, m)
-        if best is not None:
-            return best
+        for kind in _KINDS:
+            if (m := kind.opening.match(text, start.end())) is not None:
+                return kind, m
     return None
 
 
 def _lone_close(text: str) -> re.Match[str] | None:
-    """A closing tag alone on its line with no opening tag of its kind before it (the prompt opened it)."""
+    """The first closing tag alone on its line with no opening tag of its kind before it (the prompt opened it)."""
     found = None
-    for opening, close in _KINDS:
-        names = _NAMES.split("|") if "{name}" in close else [""]
-        for name in names:
-            pat = re.compile(r"^[ \t]*" + close.format(name=re.escape(name)) + r"[ \t]*$", re.I | re.M)
-            m = pat.search(text)
-            if m is None or (found is not None and m.start() >= found.start()):
-                continue
-            if not any(om.group(0) and (not name or om.groupdict().get("name", "").lower() == name)
-                       for om in opening.finditer(text, 0, m.start())):
-                found = m
+    for kind in _KINDS:
+        m = kind.lone_closing.search(text)
+        if m is not None and (found is None or m.start() < found.start()) and \
+                kind.opening.search(text, 0, m.start()) is None:
+            found = m
     return found
 
 
@@ -73,8 +67,8 @@ def split_thinking(text: str | None) -> tuple[str | None, str | None]:
     while (found := _next_block(text, pos)) is not None:
         kind, m = found
         answer.append(text[pos:m.start()].rstrip(" \t"))  # the block's indentation goes with it
-        harmony = harmony or kind == len(_KINDS) - 1
-        close = _close_of(kind, m).search(text, m.end())
+        harmony = harmony or kind.harmony
+        close = kind.closing.search(text, m.end())
         if close is None:
             thoughts.append(text[m.end():].strip())
             pos = len(text)

@@ -4,7 +4,8 @@ A program owes the grader no marker. Where the markers are missing or malformed 
 the marker lines), the instance's names are found by reading the program: the first plain assignment of each
 name (in the module body first, then in the bodies of top-level `if`/`with`/`try` blocks and functions), or,
 for a name the program never assigns, an entry of that name in a dict literal of literal values (data read
-from a dict). Where every name is found and its value equals the instance's, the program runs unchanged.
+from a dict), else a literal default of a parameter of that name (`def main(n=13)`); `n = Data.n` reads the
+class attribute. Where every name is found and its value equals the instance's, the program runs unchanged.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def _span(source: str, starts: list[int], node: ast.AST) -> tuple[int, int]:
             _pos(source, starts, node.end_lineno, node.end_col_offset))  # type: ignore[attr-defined]
 
 
-def _bound(stmt: ast.stmt) -> tuple[list[str], ast.expr | None] | None:
+def assignment(stmt: ast.stmt) -> tuple[list[str], ast.expr | None] | None:
     """Names a plain assignment binds and its value (`a = 1`, `a: int = 1`, `a, b = 1, 2`); None otherwise."""
     if isinstance(stmt, ast.Assign):
         targets, value = stmt.targets, stmt.value
@@ -142,7 +143,7 @@ def find_sites(source: str, names: list[str]) -> tuple[dict[str, Site], list[str
     sites: dict[str, Site] = {}
     for body in _bodies(tree):
         for stmt in body:
-            got = _bound(stmt)
+            got = assignment(stmt)
             if got is None:
                 continue
             bound, value = got
@@ -183,7 +184,7 @@ def _class_literals(tree: ast.Module) -> dict[str, dict[str, ast.expr]]:
         if isinstance(stmt, ast.ClassDef):
             attrs: dict[str, ast.expr] = {}
             for inner in stmt.body:
-                got = _bound(inner)
+                got = assignment(inner)
                 if got is not None and len(got[0]) == 1 and _is_literal(got[1]):
                     attrs.setdefault(got[0][0], got[1])
             out[stmt.name] = attrs

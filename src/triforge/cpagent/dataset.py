@@ -27,6 +27,7 @@ from typing import Any
 
 from triforge.core import pyparse
 from triforge.core.errors import UserError
+from triforge.cpagent.data_block import assignment
 
 DEFAULT_TIMEOUT_S = 60.0
 MODEL_SUFFIX = ".cpmpy.py"
@@ -97,23 +98,6 @@ def _data_span(source: str) -> tuple[int, int] | None:
     return spans[0] if spans else None
 
 
-def _assigned_names(stmt: ast.stmt) -> list[str] | None:
-    """Names a plain assignment binds (`a = ...`, `a: T = ...`, `a, b = ...`); None for other statements."""
-    if isinstance(stmt, ast.Assign):
-        targets = stmt.targets
-    elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-        targets = [stmt.target]
-    else:
-        return None
-    names: list[str] = []
-    for t in targets:
-        elts = t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]
-        if not all(isinstance(e, ast.Name) for e in elts):
-            return None
-        names += [e.id for e in elts]  # type: ignore[attr-defined]
-    return names
-
-
 def _substitute_block(body: str, instance: dict[str, Any], todo: set[str], where: str) -> str:
     """The block with the first assignment of each name in `todo` replaced by the instance's value; every
     other line stays. Removes the names it placed from `todo`."""
@@ -139,7 +123,7 @@ def _substitute_block(body: str, instance: dict[str, Any], todo: set[str], where
         texts: list[str] = []
         changed = False
         for stmt in group:
-            names = _assigned_names(stmt) or []
+            names = (assignment(stmt) or ([], None))[0]
             mine = [n for n in names if n in todo]
             if not mine:
                 texts.append(ast.unparse(stmt))
@@ -166,7 +150,7 @@ def _only_instance_names(body: str, instance: dict[str, Any]) -> bool:
             tree = pyparse.parse(body)
     except SyntaxError:
         return False
-    return all((names := _assigned_names(st)) is not None and set(names) <= set(instance) for st in tree.body)
+    return all((a := assignment(st)) is not None and set(a[0]) <= set(instance) for st in tree.body)
 
 
 def substitute_data(source: str, instance: dict[str, Any], *, where: str = "model") -> str:

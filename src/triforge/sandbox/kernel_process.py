@@ -26,7 +26,7 @@ from jupyter_client.session import Session
 from triforge.confine.host import CgroupSet, Isolation
 from triforge.confine.isolation import CONFINEMENT_FAILED, refusal
 from triforge.confine.limits import SandboxLimits
-from triforge.confine.tree import descendants, memory_mb, running, task_count, wait_gone
+from triforge.confine.tree import descendants, running, task_count, wait_gone
 from triforge.sandbox.kernel_launch import (
     PORTS,
     SandboxError,
@@ -285,10 +285,6 @@ class KernelProcess:
     def task_count(self) -> int:
         """Tasks (threads count) of every process of this kernel: what RLIMIT_NPROC counts."""
         return task_count(self.members())
-
-    def memory_mb(self) -> float:
-        """Memory of the kernel and every process it started, together (MiB)."""
-        return memory_mb({pid for pid in self.members() if running(pid)})
 
     def strays(self) -> list[int]:
         """Processes the kernel's code started that are still running (zombies excluded)."""

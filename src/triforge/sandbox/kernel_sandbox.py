@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from triforge.confine import proc
 from triforge.confine.host import Isolation
 from triforge.confine.isolation import IsolationPolicy
 from triforge.confine.limits import SandboxLimits
-from triforge.confine.tree import folder_mb
 from triforge.core.errors import UserError
 from triforge.sandbox.kernel_process import KernelProcess, SandboxError, writable_in
 from triforge.sandbox.output import CappedText, strip_ansi
@@ -217,12 +217,12 @@ class KernelSandbox:
         per_uid_limit = kernel.isolation.rlimits.get("RLIMIT_NPROC") if kernel.isolation and "pids" not in \
             kernel.cgroups.dirs else None
         ooms = kernel.cgroups.counter("memory", "memory.oom_control", "oom_kill")
-        # without a memory cgroup (not root), RLIMIT_AS bounds each process alone: the tree is measured instead
-        tree_memory_mb = self.limits.memory_mb if "memory" not in kernel.cgroups.dirs else None
-        folder_limit = self.limits.folder_mb if self.workdir is not None else None
-        folder_at_start = folder_mb(self.workdir) if folder_limit and self.workdir is not None else 0.0
-        if folder_at_start == float("inf"):  # too many entries to measure every 0.1 s: not watched
-            folder_limit = None
+        # Without a memory cgroup (not root) RLIMIT_AS bounds each process alone: the tree is measured instead,
+        # while the kernel has children (alone, RLIMIT_AS holds it). And the working folder's growth.
+        watch = proc.watches(lambda: kernel.members() if kernel.strays() else set(),
+                             tree_memory_mb=self.limits.memory_mb if "memory" not in kernel.cgroups.dirs else None,
+                             folder=(self.workdir, self.limits.folder_mb)
+                             if self.workdir is not None and self.limits.folder_mb else None)
         t0 = time.monotonic()
         msg_id = kernel.send_execute(code)
         deadline = t0 + timeout
@@ -252,14 +252,8 @@ class KernelSandbox:
                 if cpu_budget and kernel.cpu_seconds() - cpu_at_start > cpu_budget:
                     notice = f"the CPU-time limit of {cpu_budget} s per cell was reached"
                     break
-                if folder_limit and self.workdir is not None and (
-                        grown := folder_mb(self.workdir) - folder_at_start) > folder_limit:
-                    what = "holds too many files" if grown == float("inf") else f"grew by more than {folder_limit} MiB"
-                    notice = f"the working folder {what} in this cell (the folder limit)"
-                    break
-                if tree_memory_mb and kernel.strays() and kernel.memory_mb() > tree_memory_mb:
-                    notice = (f"the memory limit ({tree_memory_mb} MiB for the kernel and the processes it "
-                              "started, together) was reached")
+                if watch is not None and (reason := watch()) is not None:
+                    notice = reason
                     break
             if interrupted_at is None and now >= deadline:
                 kernel.interrupt()
