@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from triforge.astra.agents import KernelOptimizeSettings, Optimizer
+from triforge.astra.corpus.holes.outside_view import VECTOR_BODY
 from triforge.astra.task import get_task, shape_label
 from triforge.core.budget import BudgetLimits
 from triforge.testing.scripted import ScriptedLLM, call
@@ -55,25 +56,7 @@ __global__ void silu_and_mul_kernel(T* __restrict__ out, const T* __restrict__ i
   const T* x = input + token * 2 * d;
   const T* y = x + d;
   T* o = out + token * d;
-  constexpr int V = 16 / sizeof(T);
-  int done = 0;
-  if (((reinterpret_cast<unsigned long long>(x) | reinterpret_cast<unsigned long long>(y) |
-        reinterpret_cast<unsigned long long>(o)) & 15ull) == 0) {
-    for (int v = threadIdx.x; v < d / V; v += blockDim.x) {
-      const uint4 xa = reinterpret_cast<const uint4*>(x)[v], ya = reinterpret_cast<const uint4*>(y)[v];
-      uint4 oa;
-      const T* xe = reinterpret_cast<const T*>(&xa);
-      const T* ye = reinterpret_cast<const T*>(&ya);
-      T* oe = reinterpret_cast<T*>(&oa);
-#pragma unroll
-      for (int j = 0; j < V; ++j) oe[j] = from_float<T>(silu(to_float(xe[j])) * to_float(ye[j]));
-      reinterpret_cast<uint4*>(o)[v] = oa;
-    }
-    done = d / V * V;
-  }
-  for (int i = done + threadIdx.x; i < d; i += blockDim.x) o[i] = from_float<T>(silu(to_float(x[i])) * to_float(y[i]));
-}
-"""
+""" + VECTOR_BODY + "}\n"  # the body: docs/astra.md's vectorised kernel
 
 # the gate and the value swapped: silu(y) * x instead of silu(x) * y
 WRONG = BASE.replace("o[i] = from_float<T>(silu(a) * b);", "o[i] = from_float<T>(silu(b) * a);")
