@@ -1,7 +1,10 @@
 """`triforge astra check` from the CLI, one process per check: with a worker for that check only (--no-warm)
 and through the warm lab worker (the first call starts it), plus the device's roofline from the lab's probe.
 
-    python benchmarks/astra_warm_check.py --out FILE.json [--repeats 5] [--kernel F.cu --task T]
+    python benchmarks/astra_warm_check.py --out FILE.json [--repeats 5] [--src TREE/src] [--no-roofline]
+
+--src: the triforge source tree the CLI runs from (default this checkout's), so an older tree can be timed
+beside this one in the same device call.
 
 Every figure is the wall time of the whole CLI process, as a user waits for it.
 """
@@ -19,7 +22,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "src")]
+SRC = [str(ROOT / "src")]
+sys.path[:0] = SRC
 
 from triforge.astra.corpus.holes.outside_view import cases  # noqa: E402
 
@@ -27,7 +31,7 @@ from triforge.astra.corpus.holes.outside_view import cases  # noqa: E402
 def cli(args: list[str]) -> tuple[float, int, str]:
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "triforge.cli.app", "astra", *args], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])})
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join([SRC[0], os.environ.get("PYTHONPATH", "")])})
     return time.perf_counter() - t0, r.returncode, (r.stdout + r.stderr)[-1500:]
 
 
@@ -48,12 +52,16 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--src", default=None)
+    ap.add_argument("--no-roofline", action="store_true")
     args = ap.parse_args()
+    if args.src:
+        SRC[0] = str(Path(args.src).resolve())
     vec = next(c for c in cases() if c.name == "vectorised-with-a-scalar-tail")
     kernel = Path(tempfile.mkdtemp()) / "silu_vec.cu"
     kernel.write_text(vec.source)
     base = ["check", "--task", vec.task, "--kernel", str(kernel)]
-    out: dict = {"kernel": vec.name, "task": vec.task}
+    out: dict = {"kernel": vec.name, "task": vec.task, "src": SRC[0]}
     import torch
 
     out["device"] = torch.cuda.get_device_name()
@@ -79,7 +87,8 @@ def main() -> int:
     t, rc, text = cli(["check", "--task", vec.task, "--kernel", str(kernel), "--no-timing"])
     out["warm_no_timing_s"] = t
     cli(["stop-worker"])
-    out["roofline"] = roofline()
+    if not args.no_roofline:
+        out["roofline"] = roofline()
     print(json.dumps({k: v for k, v in out.items() if k not in ("cold_output", "warm_output", "timings")}, indent=1,
                      default=str)[:3000])
     print(text[-1500:])

@@ -193,6 +193,48 @@ def test_every_call_comparison_counts_elements_off_the_baseline():
     assert chk.calls == 2 and [r for r, _ in chk.failures()] == [1]
 
 
+def test_every_call_comparison_agrees_with_the_rule_element_by_element():
+    """Per element: both NaN, or the same value (equal infinities), or both finite and within twice the
+    tolerance (relative to the element, absolute to the largest finite reference) passes; anything else
+    (NaN against a number, an infinity against anything else, a number against an infinity) is one
+    violation. Checked on many mixtures of special values in either tensor."""
+    torch = pytest.importorskip("torch")
+    import math
+    import random
+
+    from triforge.astra.timed_checks import violations
+
+    t = get_task("silu_and_mul")
+    tol = t.tol("out", "fp32")
+    specials = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1e-30, 3e38, -3e38, 1.0, -1.0]
+    rnd = random.Random(7)
+    for trial in range(300):
+        n = rnd.choice([1, 2, 5, 33])
+        want = [rnd.choice(specials) if rnd.random() < 0.4 else rnd.gauss(0, 10) for _ in range(n)]
+        got = []
+        for w in want:
+            u = rnd.random()
+            got.append(w if u < 0.3 else rnd.choice(specials) if u < 0.6
+                       else w * (1 + rnd.choice([1e-7, 1e-3, 0.5])) if math.isfinite(w) else rnd.gauss(0, 10))
+        got, want = torch.tensor(got).tolist(), torch.tensor(want).tolist()  # as float32 holds them
+        finite = [abs(w) for w in want if math.isfinite(w)]
+        scale = max(finite, default=0.0)
+        expect = 0
+        for g, w in zip(got, want, strict=True):
+            if math.isnan(g) and math.isnan(w) or g == w:
+                continue
+            if math.isfinite(g) and math.isfinite(w):
+                bound = 2 * (tol.abs_tol * scale + tol.rtol * abs(w)) + 1e-30
+                if abs(g - w) <= bound * (1 + 1e-6) and abs(g - w) >= bound * (1 - 1e-6):
+                    break  # on the bound itself float32 rounding decides; draw again
+                if abs(g - w) <= bound:
+                    continue
+            expect += 1
+        else:
+            got_t, want_t = torch.tensor(got), torch.tensor(want)
+            assert int(violations(t, "out", got_t, want_t, "fp32")) == expect, (trial, got, want)
+
+
 def test_exact_outputs_and_fp8_codes_in_the_every_call_comparison():
     torch = pytest.importorskip("torch")
     from triforge.astra.timed_checks import violations

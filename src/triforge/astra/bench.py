@@ -6,6 +6,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from triforge.astra import flashinfer_headers
 from triforge.astra.candidate import Candidate
 from triforge.astra.evaluate import _compile_load, baseline_kernel
 from triforge.astra.oracle import compare
@@ -34,7 +35,8 @@ def _flashinfer_available() -> bool:
     return True
 
 
-def comparators(task: TaskSpec, source: str | None, use_compile: bool) -> tuple[list[tuple[str, Any]], list[str]]:
+def comparators(task: TaskSpec, source: str | None, use_compile: bool,
+                flashinfer_lib: str | None = None) -> tuple[list[tuple[str, Any]], list[str]]:
     """(name, make(shape, dtype) -> (launch(inputs), make_graph_launch(stream)))."""
     import torch
 
@@ -56,11 +58,14 @@ def comparators(task: TaskSpec, source: str | None, use_compile: bool) -> tuple[
     out.append(("torch eager", torch_fn(task.eager)))
     if use_compile:
         out.append(("torch.compile", torch_fn(torch.compile(task.eager))))
-    if task.flashinfer is not None:
-        if _flashinfer_available():
-            out.append(("flashinfer", torch_fn(task.flashinfer)))
-        else:
-            notes.append("flashinfer: not installed (pip install flashinfer-python), column left out")
+    if task.flashinfer is not None and _flashinfer_available():
+        out.append(("flashinfer", torch_fn(task.flashinfer)))
+    elif flashinfer_lib is not None and task.name in flashinfer_headers.TASKS:
+        make = flashinfer_headers.kernels(flashinfer_lib)[task.name]
+        out.append(("flashinfer (headers)", lambda shape, dt: (make(), make)))
+    elif task.flashinfer is not None:
+        notes.append("flashinfer: not installed (pip install flashinfer-python, or give its headers: "
+                     "--flashinfer-include), column left out")
     return out, notes
 
 
@@ -77,7 +82,7 @@ def _verify(task: TaskSpec, fn, shape, dtype: str, seed: int) -> str:
 
 def bench_task(task_name: str, source: str | None = None, runs: int = 100, dtype: str = "bf16",
                use_compile: bool = True, graph: bool = True, seed: int = 99, target_noise: float = 0.01,
-               max_rounds: int = 3) -> dict[str, Any]:
+               max_rounds: int = 3, flashinfer_lib: str | None = None) -> dict[str, Any]:
     """Every comparator on every timing shape, interleaved on fresh inputs with the L2 flushed.
 
     Each shape states its noise (the A/A spread of the baseline timed twice); a shape whose spread is
@@ -88,7 +93,7 @@ def bench_task(task_name: str, source: str | None = None, runs: int = 100, dtype
     task = get_task(task_name)
     dev = device()
     bw = dev.copy_gbs
-    comps, notes = comparators(task, source, use_compile)
+    comps, notes = comparators(task, source, use_compile, flashinfer_lib)
     rows = []
     for si, shape in enumerate(task.timing):
         made = [(name, make(shape, dtype)) for name, make in comps]

@@ -18,33 +18,25 @@ from typing import Any
 from triforge.astra.gpu import device_attribute
 from triforge.astra.tensor_bits import poison
 
-L2_FLUSH_BYTES = 512 << 20
 
-
-@dataclass
-class TimingStats:
-    median_us: float
-    p10_us: float
-    p90_us: float
-    runs: int
-
-    @classmethod
-    def of(cls, xs: list[float]) -> TimingStats:
-        s = sorted(xs)
-        return cls(statistics.median(s), s[len(s) // 10], s[(len(s) * 9) // 10], len(s))
+def flush_bytes() -> int:
+    """What evicts the L2: four times its size (at least 64 MB). benchmarks/astra_timing_budget.py checks on
+    the device that a tensor the L2 held reads at DRAM speed after this flush, as after a 1 GiB one."""
+    return max(4 * device_attribute("L2_CACHE_SIZE"), 64 << 20)
 
 
 class L2Flush:
-    """Evicts the L2: writes a large buffer, then reads it back, so no dirty line of the flush is left
-    to be written back inside the timed call and no input stays cached."""
+    """Evicts the L2 by reading a buffer four times its size, written once when made: every line the L2
+    held (a timed call's inputs, its dirty outputs, written back here) gives way to a clean line of the
+    buffer, so nothing cached and nothing left to write back reaches the next timed call. Reading only
+    moves half the bytes of a write-then-read flush."""
 
-    def __init__(self) -> None:
+    def __init__(self, nbytes: int | None = None) -> None:
         import torch
 
-        self.buf = torch.zeros(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
+        self.buf = torch.ones((nbytes or flush_bytes()) // 4, dtype=torch.float32, device="cuda")
 
     def __call__(self) -> None:
-        self.buf.zero_()
         self.buf.sum()
 
 

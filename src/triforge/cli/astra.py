@@ -113,9 +113,12 @@ def compare_cmd(
     kernel: Path | None = typer.Option(None, "--kernel", help="Optional candidate to add to the table."),
     runs: int = typer.Option(100, "--runs"),
     no_compile: bool = typer.Option(False, "--no-compile", help="Leave out torch.compile."),
+    flashinfer_include: str | None = typer.Option(
+        None, "--flashinfer-include", help="FlashInfer's headers (the wheel's flashinfer/data/include folder; default "
+        "$TRIFORGE_FLASHINFER_INCLUDE): its kernels are built here once and added to the table, no package needed."),
     json_out: str | None = typer.Option(None, "--json"),
 ) -> None:
-    """Comparator table: baseline, candidate, PyTorch eager, torch.compile, FlashInfer (when installed)."""
+    """Comparator table: baseline, candidate, PyTorch eager, torch.compile, FlashInfer (installed, or built from its headers)."""
     from triforge.astra.check_host import precheck, require_gpu, write_json
     from triforge.astra.task import get_task
     from triforge.astra.worker import Worker
@@ -124,9 +127,17 @@ def compare_cmd(
     source = _read_kernel(kernel)
     if source is not None and (bad := precheck(task, source)):
         raise UserError(f"candidate rejected before benchmarking: {bad['verdict']}: {bad['reasons'][0]}")
-    require_gpu()
+    from triforge.astra.flashinfer_headers import FlashInferError, include_dir, prepared
+
+    try:
+        fi_inc = include_dir(flashinfer_include)  # a wrong folder is named before anything starts
+        require_gpu()
+        fi_lib = prepared(fi_inc, say=lambda m: console.print(m, markup=False))
+    except FlashInferError as exc:
+        raise UserError(str(exc)) from None
+    options = {"runs": runs, "use_compile": not no_compile, "flashinfer_lib": fi_lib}
     with Worker(timeout=1200) as w:
-        res = w.call({"kind": "bench", "task": task, "source": source, "options": {"runs": runs, "use_compile": not no_compile}})
+        res = w.call({"kind": "bench", "task": task, "source": source, "options": options})
     if "rows" not in res:
         raise UserError(f"bench failed: {res.get('reasons')}")
     write_json(json_out, res)
