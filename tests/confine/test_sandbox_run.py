@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -278,3 +279,51 @@ def test_a_folder_too_large_to_measure_from_the_start_is_not_watched(tmp_path, m
     assert watch is not None and watch() is None
     (small / "f").write_bytes(b"x" * (2 << 20))
     assert "grew by more than 1 MiB" in (watch() or "")
+
+
+def _server(tmp_path: Path, code: str, limits: ProcLimits):
+    """A long-lived process (a warm server, the lab worker) running `code`, then sleeping."""
+    from triforge.confine.run import IsolatedProcess
+
+    (tmp_path / "prog.py").write_text(code + "\nimport time\ntime.sleep(60)\n")
+    return IsolatedProcess([sys.executable, "-I", "prog.py"], workdir=tmp_path, limits=limits,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _ends(p, within: float = 15.0) -> bool:
+    try:
+        p.popen.wait(within)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def test_a_long_lived_process_whose_children_spread_memory_is_stopped(tmp_path):
+    """Under a memory cgroup (root) the children are killed inside it and the server lives on; without one
+    (an ordinary user) the tree's measurement stops the whole process and says why."""
+    code = SPREAD.replace("print(codes)\nsys.exit(0 if all(c == 0 for c in codes) else 1)\n",
+                          "open('codes.txt', 'w').write(repr(codes))\n")
+    p = _server(tmp_path, code, ProcLimits(memory_mb=256))
+    try:
+        if p._cgroups is not None and "memory" in p._cgroups.dirs:
+            assert wait_until(lambda: (tmp_path / "codes.txt").exists(), 20)
+            assert any(c != 0 for c in eval((tmp_path / "codes.txt").read_text())), "all five children kept 120 MB"
+        else:
+            assert _ends(p), "five children of 120 MB each stayed alive under a 256 MiB limit"
+            assert "went past 256 MiB together" in (p.stopped or ""), p.stopped
+    finally:
+        p.close()
+
+
+def test_a_long_lived_process_that_fills_its_folder_is_stopped_and_an_honest_one_is_not(tmp_path):
+    (tmp_path / "w").mkdir()
+    (tmp_path / "h").mkdir()
+    p = _server(tmp_path / "w", FILL.replace("N", "40"), ProcLimits(folder_mb=100))
+    honest = _server(tmp_path / "h", FILL.replace("N", "5"), ProcLimits(folder_mb=100))
+    try:
+        assert _ends(p) and "working folder grew by more than 100 MiB" in (p.stopped or ""), p.stopped
+        assert len(list((tmp_path / "w").glob("f*"))) <= 14
+        assert honest.popen.poll() is None and honest.stopped is None
+    finally:
+        p.close()
+        honest.close()

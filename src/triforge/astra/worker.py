@@ -202,9 +202,12 @@ class Worker:
             return {"verdict": "crash", "reasons": [f"watchdog: no answer within {limit:.0f} s (a hang)"], "fatal": True}
         except (EOFError, OSError, ValueError):
             code = self._exit_code()
+            stopped = self.process.stopped if self.process is not None else None
             self.stop()
             why = f"worker died (exit code {code})"
-            if stopped_at_cpu_bound(code):
+            if stopped:
+                why = f"worker killed: {stopped}"
+            elif stopped_at_cpu_bound(code):
                 why += f": {CPU_BOUND_REASON}"
             return {"verdict": "crash", "reasons": [why], "fatal": True}
         if msg.get("fatal"):

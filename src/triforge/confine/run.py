@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ import psutil
 from triforge.confine import proc
 from triforge.confine.host import CgroupSet, Isolation, verify
 from triforge.confine.isolation import CONFINEMENT_FAILED, IsolationPolicy, plan, refusal
+from triforge.confine.tree import descendants
 
 _PASS_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 
@@ -108,6 +110,10 @@ class IsolatedProcess:
     `close`) takes the whole PID namespace with it. `memory_rlimit`: the rlimit that holds
     `limits.memory_mb` per process (RLIMIT_DATA for a CUDA process: the driver reserves far more
     address space than it uses, so RLIMIT_AS would stop it from starting).
+
+    While it runs, a thread measures every 0.1 s (`proc.watches`) the memory of its whole process tree
+    where no memory cgroup holds it (the rlimit holds each process alone), and how much `workdir` grew
+    (`limits.folder_mb`); past either, the process is killed and `stopped` says why.
     """
 
     def __init__(self, argv: Sequence[str], *, workdir: str | Path, policy: IsolationPolicy | None = None,
@@ -130,8 +136,26 @@ class IsolatedProcess:
             self.close()
             raise
         self.isolation = verified(self.policy).confinement() if self.policy.enabled else "NOT isolated (turned off)"
+        self.stopped: str | None = None
+        cgroup_memory = self._cgroups is not None and "memory" in self._cgroups.dirs
+        watch = proc.watches(lambda: descendants(self.popen.pid) | {self.popen.pid},
+                             tree_memory_mb=None if cgroup_memory else limits.memory_mb,
+                             folder=(self.workdir, limits.folder_mb) if limits.folder_mb else None)
+        self._closing = threading.Event()
+        if watch is not None:
+            threading.Thread(target=self._watch, args=(watch,), name="isolated-process-watch", daemon=True).start()
+
+    def _watch(self, watch: proc.Watch) -> None:
+        while not self._closing.wait(0.1) and self.popen.poll() is None:
+            if (reason := watch()) is not None:
+                self.stopped = reason
+                proc.kill_group(self.popen.pid)
+                return
 
     def close(self) -> None:
+        closing = getattr(self, "_closing", None)
+        if closing is not None:
+            closing.set()
         popen = getattr(self, "popen", None)
         if popen is not None:
             proc.kill_group(popen.pid)
