@@ -41,7 +41,9 @@ for part in $PARTS; do
         echo "compare $t rc=$? ($(( $(date +%s)-t0 )) s so far)"; tail -22 "$OUT/compare-$t.log" | cut -c1-170
       done ;;
     tests)
-      timeout ${TESTS_S:-300} python3 -m pytest -v -rf -p no:cacheprovider -m gpu ${TESTS:-tests/astra/test_lab_holes.py} \
+      [ -d .fi-include ] && export TRIFORGE_FLASHINFER_INCLUDE=$PWD/.fi-include
+      timeout ${TESTS_S:-300} python3 -m pytest -v -rf -p no:cacheprovider -m gpu \
+        ${TESTS:-tests/astra/test_lab_holes.py tests/astra/test_flashinfer_headers.py} \
         > "$OUT/gpu-tests.log" 2>&1
       echo "gpu tests rc=$?"; grep -E "passed|failed|FAILED|Error" "$OUT/gpu-tests.log" | tail -15 ;;
   esac

@@ -58,3 +58,27 @@ def test_compare_names_a_wrong_headers_folder_in_one_line_before_asking_for_a_gp
     assert r.returncode != 0
     err = (r.stderr + r.stdout).strip()
     assert "no flashinfer/activation.cuh" in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("task_name", fi.TASKS)
+def test_the_built_kernels_compute_what_the_task_defines(task_name):
+    """On the device, with $TRIFORGE_FLASHINFER_INCLUDE set: FlashInfer's kernel for the task, through the
+    built library, within the task's tolerance of the float64 reference on train shapes, bf16 and fp16."""
+    pytest.importorskip("torch")
+    if fi.include_dir(None) is None:
+        pytest.skip(f"${fi.ENV} is not set")
+    from triforge.astra.oracle import compare
+    from triforge.astra.task import get_task
+
+    launch = fi.kernels(fi.prepared())[task_name]()
+    task = get_task(task_name)
+    for dtype in ("bf16", "fp16"):
+        for i, shape in enumerate(task.train):
+            inputs = task.make_inputs(shape, dtype, 100 + i)
+            want = task.reference(inputs, dtype)
+            launch(inputs)
+            for k in task.written:
+                bad = task.compare[k](inputs[k], want[k]) if k in task.compare else compare(
+                    k, inputs[k], want[k], task.tol(k, dtype), False)
+                assert not bad, (task_name, dtype, shape, bad[:2])
