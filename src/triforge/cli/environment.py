@@ -66,6 +66,7 @@ FREE_FORM = (
     "TRIFORGE_CONFIG", "TRIFORGE_HOME", "TRIFORGE_MODEL", "TRIFORGE_API_KEY_ENV", "TRIFORGE_DEBUG",
     "TRIFORGE_ASTRA_CACHE", "TRIFORGE_CPBENCH", "TRIFORGE_IFBENCH", "TRIFORGE_HOTPOTQA",
     "TRIFORGE_HOTPOTQA_CORPUS", "TRIFORGE_DATA_HOME", "TRIFORGE_RUNTIME_DIR",
+    "TRIFORGE_FLASHINFER_INCLUDE",  # a folder, checked where it is used (astra compare), in one line
     "TRIFORGE_ASTRA_WORKER", "TRIFORGE_PROC_TAG",  # set by triforge itself in the processes it starts
     "TRIFORGE_TEST_WORKERS", "TRIFORGE_NO_BROWSER",  # read by scripts/test.sh, not by the CLI
     "TRIFORGE_EXTRAS", "TRIFORGE_TORCH_INDEX",  # read by scripts/setup.sh
