@@ -27,7 +27,7 @@ for part in $PARTS; do
       fi ;;
     warm)
       if old; then
-        timeout 150 python3 benchmarks/astra_warm_check.py --src .bench-old/src --no-roofline --out "$OUT/warm-old.json" \
+        timeout 150 python3 benchmarks/astra_warm_check.py --src .bench-old/src --no-roofline --repeats 3 --out "$OUT/warm-old.json" \
           > "$OUT/warm-old.log" 2>&1
         echo "warm check (before) rc=$?"; grep -E "^(--no-warm|warm)" "$OUT/warm-old.log"
       fi
