@@ -20,7 +20,7 @@ for part in $PARTS; do
     budget)
       timeout 200 python3 benchmarks/astra_timing_budget.py --out "$OUT/budget-new.json" --evals 3 > "$OUT/budget-new.log" 2>&1
       echo "budget (this tree) rc=$?"; tail -8 "$OUT/budget-new.log"
-      if old; then
+      if old && [ -z "${BUDGET_NEW_ONLY:-}" ]; then
         PYTHONPATH=$PWD/.bench-old/src:/tmp/wl timeout 150 python3 benchmarks/astra_timing_budget.py \
           --out "$OUT/budget-old.json" --evals 2 > "$OUT/budget-old.log" 2>&1
         echo "budget (before) rc=$?"; tail -6 "$OUT/budget-old.log"
