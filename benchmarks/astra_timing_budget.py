@@ -1,8 +1,8 @@
 """Where the timing part of `astra check` goes, and whether the lab's L2 flush leaves the L2 cold (GPU).
 
-    python benchmarks/astra_timing_budget.py --out FILE.json [--evals 3]
+    python benchmarks/astra_timing_budget.py --out FILE.json [--evals 3] [--flush-only]
 
-1. The flush: a 12 MB tensor the L2 holds is read right after each kind of flush (none; the lab's; a
+1. The flush: a 24 MB tensor the L2 holds is read right after each kind of flush (none; the lab's; a
    512 MB write-then-read, the lab's flush before 2026-12-07; a 2 GiB write-then-read as the "surely
    cold" yardstick), clean and after being written (dirty lines), interleaved, median of 60. A flush
    works when the read takes as long as after the yardstick. Also each flush's own time.
@@ -40,7 +40,7 @@ def flush_study(torch, l2: int, reps: int = 60) -> dict:
 
     variants = {"none": lambda: None, f"lab ({lab_bytes >> 20} MB)": lab, "512 MB write+read": wr(old),
                 "2 GiB write+read": wr(big)}
-    hot = torch.randn((12 << 20) // 4, device="cuda")
+    hot = torch.randn((24 << 20) // 4, device="cuda")
     out: dict = {"l2_bytes": l2, "lab_flush_bytes": lab_bytes, "read_us": {}, "dirty_read_us": {}, "flush_us": {}}
     ev = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
     for dirty in (False, True):
@@ -53,6 +53,9 @@ def flush_study(torch, l2: int, reps: int = 60) -> dict:
                 f0.record()
                 fl()
                 f1.record()
+                # the GPU busy for ~50 us, so the timed read is queued before the start event runs (otherwise
+                # an idle GPU counts the host's launch latency: the "none" row would read slow for that alone)
+                torch.cuda._sleep(100_000)
                 s.record()
                 hot.sum()
                 e.record()
@@ -130,6 +133,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--evals", type=int, default=3)
+    ap.add_argument("--flush-only", action="store_true", help="only part 1")
     args = ap.parse_args()
     import torch
 
@@ -139,6 +143,9 @@ def main() -> int:
     res: dict = {"device": torch.cuda.get_device_name(), "tree": str(Path(triforge.__file__).parents[1])}
     res["flush"] = flush_study(torch, device_attribute("L2_CACHE_SIZE"))
     print(json.dumps(res["flush"], indent=1), flush=True)
+    if args.flush_only:
+        Path(args.out).write_text(json.dumps(res, indent=2))
+        return 0
     res["round_parts"] = round_parts(torch)
     for r in res["round_parts"]:
         print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()), flush=True)
