@@ -54,8 +54,12 @@ def budget_section(d: Path) -> list[str]:
             continue
         f = b["flush"]
         out += [f"## Timing budget, {label}", "",
-                f"L2 {f['l2_bytes'] >> 20} MB; the lab's flush buffer {f['lab_flush_bytes'] >> 20} MB. A tensor the L2 "
-                "held (12 MB in runs before the probe kept the GPU busy before the timed read; 24 MB after), read right after each flush (median of 60, us); the flush's own time:", "",
+                f"L2 {f['l2_bytes'] >> 20} MB; the lab's flush buffer {f['lab_flush_bytes'] >> 20} MB. A "
+                f"{f.get('hot_bytes', 12 << 20) >> 20} MB tensor the L2 held, read right after each flush (median of 60, us); "
+                "the flush's own time." + ("" if f.get("busy_before_read") else
+                " This run's probe did not keep the GPU busy before the timed read, so the `none` row also counts the "
+                "host's launch latency (the GPU sat idle) and is no L2-hot control; the flush rows, queued behind the "
+                "flush, are not affected."), "",
                 "| flush | read, clean | read, after writing it | flush us |", "|---|---|---|---|"]
         for k in f["read_us"]:
             out.append(f"| {k} | {f['read_us'][k]:.2f} | {f['dirty_read_us'][k]:.2f} | {f['flush_us'][k]:.1f} |")

@@ -41,7 +41,8 @@ def flush_study(torch, l2: int, reps: int = 60) -> dict:
     variants = {"none": lambda: None, f"lab ({lab_bytes >> 20} MB)": lab, "512 MB write+read": wr(old),
                 "2 GiB write+read": wr(big)}
     hot = torch.randn((24 << 20) // 4, device="cuda")
-    out: dict = {"l2_bytes": l2, "lab_flush_bytes": lab_bytes, "read_us": {}, "dirty_read_us": {}, "flush_us": {}}
+    out: dict = {"l2_bytes": l2, "lab_flush_bytes": lab_bytes, "hot_bytes": hot.numel() * 4, "busy_before_read": True,
+                 "read_us": {}, "dirty_read_us": {}, "flush_us": {}}
     ev = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
     for dirty in (False, True):
         times: dict[str, list[float]] = {k: [] for k in variants}
