@@ -271,11 +271,14 @@ def evaluate_in_worker(task_name: str, source: str, task_file: str | None, extra
 
 def bench(task_name: str, source: str | None, *, worker: Any, runs: int = 100, use_compile: bool = True,
           task_file: str | None = None, timeout: float = 1200) -> BenchResult:
-    """The comparator table (baseline, candidate, eager, torch.compile, FlashInfer when installed)."""
+    """The comparator table (baseline, candidate, eager, torch.compile, FlashInfer when installed or when
+    $TRIFORGE_FLASHINFER_INCLUDE names its headers)."""
     if task_file:
         raise UserError("bench of a user task file is not supported yet; check and optimize are")
+    from triforge.astra.flashinfer_headers import prepared
+
     res = worker.call({"kind": "bench", "task": task_name, "source": source,
-                       "options": {"runs": runs, "use_compile": use_compile}}, timeout)
+                       "options": {"runs": runs, "use_compile": use_compile, "flashinfer_lib": prepared()}}, timeout)
     if "rows" not in res:
         raise RuntimeError(f"bench failed: {'; '.join(map(str, res.get('reasons', [])))[:500]}")
     rows = [BenchRow(r["shape"], r["comparator"], r["median_us"], r["copy_fraction"], r["speedup_vs_baseline"],

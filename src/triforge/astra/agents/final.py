@@ -2,7 +2,8 @@
 
 Both are checked for correctness on the held-out shapes and timed there against the task's baseline;
 a winner slower than the start on any held-out shape is reported as such. The comparator table (task
-baseline, eager PyTorch, torch.compile, FlashInfer when installed) is the lab's `bench` of the winner,
+baseline, eager PyTorch, torch.compile, FlashInfer when installed or its headers are named
+by $TRIFORGE_FLASHINFER_INCLUDE) is the lab's `bench` of the winner,
 with each time as a fraction of the device's measured copy bandwidth (the roofline of these kernels).
 """
 
