@@ -322,7 +322,7 @@ def test_a_long_lived_process_that_fills_its_folder_is_stopped_and_an_honest_one
     honest = _server(tmp_path / "h", FILL.replace("N", "5"), ProcLimits(folder_mb=100))
     try:
         assert _ends(p) and "working folder grew by more than 100 MiB" in (p.stopped or ""), p.stopped
-        assert len(list((tmp_path / "w").glob("f*"))) <= 14
+        assert len(list((tmp_path / "w").glob("f*"))) <= 30  # 10 MB every 0.02 s; the watch thread may lag on a loaded machine
         assert honest.popen.poll() is None and honest.stopped is None
     finally:
         p.close()
