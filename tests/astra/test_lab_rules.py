@@ -235,6 +235,20 @@ def test_every_call_comparison_agrees_with_the_rule_element_by_element():
             assert int(violations(t, "out", got_t, want_t, "fp32")) == expect, (trial, got, want)
 
 
+def test_one_wrong_element_is_counted_in_a_tensor_past_two_to_the_24():
+    """The timing shapes reach 45M elements: a count kept in float32 cannot tell 2^25 from 2^25 - 1, so one
+    corrupted element there would pass. The count must be exact at any size."""
+    torch = pytest.importorskip("torch")
+    from triforge.astra.timed_checks import violations
+
+    t = get_task("silu_and_mul")
+    want = torch.ones((1 << 25) + 1, dtype=torch.bfloat16)
+    got = want.clone()
+    assert int(violations(t, "out", got, want, "bf16")) == 0
+    got[12345] = 5.0
+    assert int(violations(t, "out", got, want, "bf16")) == 1
+
+
 def test_exact_outputs_and_fp8_codes_in_the_every_call_comparison():
     torch = pytest.importorskip("torch")
     from triforge.astra.timed_checks import violations

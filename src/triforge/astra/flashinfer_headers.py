@@ -145,14 +145,14 @@ def library_includes() -> list[Path]:
     return found
 
 
-def build(inc: Path, arch: str, cache: Path, timeout: float = 900.0) -> tuple[Path, bool]:
-    """(the shared library, whether it was already built) for `arch` (e.g. "90a")."""
+def build(inc: Path, arch: str, cache: Path, timeout: float = 900.0) -> Path:
+    """The shared library for `arch` (e.g. "90"), built unless the cache has it."""
     nvcc = _nvcc()
     version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
     key = hashlib.sha256("\0".join([WRAPPER, headers_digest(inc), version, arch, *NVCC_FLAGS]).encode()).hexdigest()[:20]
     lib = cache / f"flashinfer-{key}.so"
     if lib.is_file():
-        return lib, True
+        return lib
     cache.mkdir(parents=True, exist_ok=True)
     src = cache / f"flashinfer-{key}.cu"
     src.write_text(WRAPPER)
@@ -168,7 +168,7 @@ def build(inc: Path, arch: str, cache: Path, timeout: float = 900.0) -> tuple[Pa
         last = [ln for ln in (r.stderr or r.stdout).splitlines() if "error" in ln] or (r.stderr or r.stdout).splitlines()
         raise FlashInferError(f"FlashInfer's headers in {inc} did not build: {(last or ['no output'])[0][:300]}")
     os.replace(tmp, lib)
-    return lib, False
+    return lib
 
 
 _DTYPE_CODE = {"bfloat16": 0, "float16": 1}
@@ -231,7 +231,7 @@ def kernels(lib_path: str) -> dict[str, Callable[..., Callable[[dict[str, Any]],
 
 def prepared(given: str | os.PathLike | None = None, say: Callable[[str], None] | None = None) -> str | None:
     """On the host: the built library for this machine's first visible GPU, or None when no headers were
-    named. Builds (about a minute) on first use."""
+    named. Builds on first use (15-60 s)."""
     inc = include_dir(given)
     if inc is None:
         return None
@@ -243,6 +243,5 @@ def prepared(given: str | os.PathLike | None = None, say: Callable[[str], None] 
     arch = f"{major}{minor}"
     lib = cache_dir() / f"flashinfer-sm{arch}"
     if say is not None and not any(lib.glob("flashinfer-*.so")):
-        say(f"building FlashInfer's kernels from {inc} for sm_{arch} (once; about a minute)")
-    path, _ = build(inc, arch, lib)
-    return str(path)
+        say(f"building FlashInfer's kernels from {inc} for sm_{arch} (once; under a minute)")
+    return str(build(inc, arch, lib))

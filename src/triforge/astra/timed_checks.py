@@ -33,13 +33,14 @@ def violations(task: TaskSpec, name: str, got, want, dtype: str):
     g, w = got.float().reshape(-1), want.float().reshape(-1)
     # an element passes when both are finite and close, when both are the same value (equal infinities),
     # or when both are NaN; fewer passes over the tensors than testing each case apart, since every timed
-    # call is checked
+    # call is checked. `ok` is boolean, so its sum is an exact integer count (a float32 sum is not, past 2^24)
     mag = w.abs()
     scale = mag.nan_to_num(nan=0.0, posinf=0.0).max()
     bound = mag.mul_(2 * tol.rtol).add_(2 * tol.abs_tol * scale + 1e-30)
-    ok = (g - w).abs_().le_(bound).logical_and_(w.isfinite())
+    ok = (g - w).abs_().le(bound).logical_and_(w.isfinite())
     ok.logical_or_(g == w).logical_or_(g.isnan().logical_and_(w.isnan()))
     return g.numel() - ok.sum()
+
 
 class CallChecker:
     """`after` callback for `timing.interleaved` with callables [candidate, baseline, ...] sharing each

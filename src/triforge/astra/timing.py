@@ -21,7 +21,7 @@ from triforge.astra.tensor_bits import poison
 
 def flush_bytes() -> int:
     """What evicts the L2: four times its size (at least 64 MB). benchmarks/astra_timing_budget.py checks on
-    the device that a tensor the L2 held reads at DRAM speed after this flush, as after a 1 GiB one."""
+    the device that a tensor the L2 held reads as slowly after this flush as after a 2 GiB write-and-read."""
     return max(4 * device_attribute("L2_CACHE_SIZE"), 64 << 20)
 
 
