@@ -2,6 +2,7 @@
 # Issue 40 on the device, in parts chosen by PARTS (default "budget warm"; also "fi" and "tests"):
 #   budget: where check's timing time goes and whether the flush works (benchmarks/astra_timing_budget.py), this tree
 #           and the tree in .bench-old/src (the path before, carried beside it) when present
+#   flush:  only whether the lab's flush empties the L2 (astra_timing_budget.py --flush-only), this tree
 #   warm:   `astra check` from the CLI, warm worker, this tree and .bench-old (benchmarks/astra_warm_check.py)
 #   fi:     `astra compare` with FlashInfer's kernels built from the headers carried in .fi-include
 #   tests:  the GPU tests named in TESTS through the confined worker
@@ -25,6 +26,9 @@ for part in $PARTS; do
           --out "$OUT/budget-old.json" --evals 2 > "$OUT/budget-old.log" 2>&1
         echo "budget (before) rc=$?"; tail -6 "$OUT/budget-old.log"
       fi ;;
+    flush)
+      timeout 120 python3 benchmarks/astra_timing_budget.py --flush-only --out "$OUT/flush.json" > "$OUT/flush.log" 2>&1
+      echo "flush probe rc=$?"; tail -12 "$OUT/flush.log" ;;
     warm)
       if old; then
         timeout 150 python3 benchmarks/astra_warm_check.py --src .bench-old/src --no-roofline --repeats 3 --out "$OUT/warm-old.json" \

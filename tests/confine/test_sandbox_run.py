@@ -281,12 +281,12 @@ def test_a_folder_too_large_to_measure_from_the_start_is_not_watched(tmp_path, m
     assert "grew by more than 1 MiB" in (watch() or "")
 
 
-def _server(tmp_path: Path, code: str, limits: ProcLimits):
+def _server(tmp_path: Path, code: str, limits: ProcLimits, policy=None):
     """A long-lived process (a warm server, the lab worker) running `code`, then sleeping."""
     from triforge.confine.run import IsolatedProcess
 
     (tmp_path / "prog.py").write_text(code + "\nimport time\ntime.sleep(60)\n")
-    return IsolatedProcess([sys.executable, "-I", "prog.py"], workdir=tmp_path, limits=limits,
+    return IsolatedProcess([sys.executable, "-I", "prog.py"], workdir=tmp_path, limits=limits, policy=policy,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -327,3 +327,72 @@ def test_a_long_lived_process_that_fills_its_folder_is_stopped_and_an_honest_one
     finally:
         p.close()
         honest.close()
+
+
+def _widened(extra: Path) -> IsolationPolicy:
+    return IsolationPolicy.from_env().widened(writable=(str(extra),))
+
+
+def test_a_folder_made_writable_besides_the_working_folder_counts_toward_the_folder_limit(tmp_path):
+    """A widening (astra's compile cache) is a second place to fill the disk: the limit holds both together,
+    and the files already there when the run starts count for nothing."""
+    (tmp_path / "w").mkdir()
+    extra = tmp_path / "cache"
+    extra.mkdir()
+    (extra / "old.bin").write_bytes(b"x" * (150 << 20))  # already there: not growth
+    fill = FILL.replace("N", "40").replace("f'f{i}'", f"'{extra}/f%d' % i")
+    r = _py(tmp_path / "w", fill, timeout=30, limits=ProcLimits(folder_mb=100), policy=_widened(extra)).result
+    assert r.returncode != 0 and "grew by more than 100 MiB together" in r.stderr, r.stderr[-600:]
+    assert str(extra) in r.stderr and len(list(extra.glob("f*"))) <= 20
+    # spread over both folders: neither alone passes 100 MiB, together they do
+    for f in extra.glob("f*"):
+        f.unlink()
+    half = FILL.replace("N", "7").replace("time.sleep(3)", "")
+    both = (half + half.replace("f'f{i}'", f"'{extra}/f%d' % i")) + "time.sleep(3)\n"
+    r = _py(tmp_path / "w", both, timeout=30, limits=ProcLimits(folder_mb=100), policy=_widened(extra)).result
+    assert r.returncode != 0 and "grew by more than 100 MiB together" in r.stderr, r.stderr[-600:]
+    honest = _py(tmp_path / "w", FILL.replace("N", "3").replace("f'f{i}'", f"'{extra}/h%d' % i"), timeout=30,
+                 limits=ProcLimits(folder_mb=100), policy=_widened(extra)).result
+    assert honest.returncode == 0, honest.stderr[-600:]
+
+
+def test_a_long_lived_process_filling_a_widened_folder_is_stopped(tmp_path):
+    (tmp_path / "w").mkdir()
+    extra = tmp_path / "cache"
+    extra.mkdir()
+    p = _server(tmp_path / "w", FILL.replace("N", "40").replace("f'f{i}'", f"'{extra}/f%d' % i"),
+                ProcLimits(folder_mb=100), policy=_widened(extra))
+    try:
+        assert _ends(p) and "grew by more than 100 MiB together" in (p.stopped or ""), p.stopped
+        assert len(list(extra.glob("f*"))) <= 30
+    finally:
+        p.close()
+
+
+def test_a_large_folder_is_measured_less_often_and_still_caught(tmp_path, monkeypatch):
+    """A folder whose measuring is slow (a big shared cache) is measured again after 20 times that: the
+    watch costs a bounded share of a core, and growth there is still found."""
+    from triforge.confine import proc, tree
+
+    calls = {"slow": 0}
+
+    def measured(path):
+        if path.endswith("slow"):
+            calls["slow"] += 1
+            time.sleep(0.01)
+        return tree.folder_mb(path)
+
+    monkeypatch.setattr(proc, "folder_mb", measured)
+    fast, slow = tmp_path / "fast", tmp_path / "slow"
+    fast.mkdir()
+    slow.mkdir()
+    watch = proc.watches(set, folder=((fast, slow), 1))
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 1.0:
+        assert watch() is None
+        time.sleep(0.01)
+    # about 1 s / (20 x 10 ms) = 5 measurements, not one per check (about 90)
+    assert 2 <= calls["slow"] <= 12, calls
+    (slow / "f").write_bytes(b"x" * (2 << 20))
+    time.sleep(0.3)
+    assert "grew by more than 1 MiB together" in (watch() or "")

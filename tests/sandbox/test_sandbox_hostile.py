@@ -115,13 +115,24 @@ def test_a_cell_filling_its_working_folder_is_stopped(tmp_path):
         box.execute("keep = 1")
         r = box.execute("import itertools\nfor i in itertools.count():\n"
                         "    open(f'f{i}', 'wb').write(b'x' * (10 << 20))", timeout=30)
-        assert r.restarted and "working folder grew by more than 100 MiB" in (r.notice or ""), r.notice
+        assert r.restarted and "grew by more than 100 MiB" in (r.notice or ""), r.notice
         # stopped by the folder watch, long before the 30 s deadline; the watch acts within 0.1 s of a
         # measurement, and on a loaded 2-core machine this writer has put 400 MB past the limit in that time
         assert not r.timed_out and len(list(tmp_path.glob("f*"))) < 150
         assert box.execute("1 + 1").result == "2"
         honest = box.execute("open('small', 'wb').write(b'x' * (5 << 20))")
         assert honest.ok, honest.notice
+
+
+def test_a_cell_filling_its_home_is_stopped_too(tmp_path):
+    """HOME (and IPython's and matplotlib's folders) lie outside the working folder but are written through to
+    the host: the folder limit holds every writable folder together."""
+    with KernelSandbox(tmp_path, folder_mb=100, output_limit=10_000) as box:
+        r = box.execute("import itertools, os\nhome = os.path.expanduser('~')\nfor i in itertools.count():\n"
+                        "    open(os.path.join(home, f'f{i}'), 'wb').write(b'x' * (10 << 20))", timeout=30)
+        assert r.restarted and "grew by more than 100 MiB together" in (r.notice or ""), r.notice
+        assert not r.timed_out
+        assert box.execute("1 + 1").result == "2"
 
 
 def test_fork_bomb_is_contained(hostile):

@@ -346,7 +346,7 @@ def _run_in(slot: _Slot, script: tuple[list[str], bool], *, workdir: Path, timeo
             raise refusal(f"the fork server's child started, but {', '.join(gaps)}")
         watch = proc.watches(lambda: descendants(child) | {child},
                              tree_memory_mb=None if "memory" in cgroups.dirs else limits.memory_mb,
-                             folder=(run, limits.folder_mb) if limits.folder_mb else None)
+                             folder=((run, *policy.writable), limits.folder_mb) if limits.folder_mb else None)
         conn.sendall(b"g")
         stopped = _watched(conn, child, watch, None if timeout is None else t0 + timeout + REPLY_GRACE_S)
         conn.settimeout(None if timeout is None else timeout + REPLY_GRACE_S)

@@ -10,11 +10,6 @@ from triforge.confine.isolation import IsolationPolicy
 
 _PASS_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH", "PYTHONHASHSEED")
 
-def outermost(paths: list[str]) -> list[str]:
-    real = sorted({os.path.realpath(p) for p in paths})
-    return [p for p in real if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in real)]
-
-
 @dataclass(frozen=True)
 class SandboxLimits:
     """What a kernel is allowed; fixed when it starts, so pooled kernels share one `SandboxLimits`."""

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from triforge.confine.tree import descendants, folder_mb, memory_mb
+from triforge.confine.tree import descendants, folder_mb, memory_mb, outermost
 
 DEFAULT_OUTPUT_LIMIT = 64_000
 TAG_VAR = "TRIFORGE_PROC_TAG"
@@ -199,24 +199,46 @@ WATCH_PERIOD_S = 0.1
 Watch = Callable[[], "str | None"]  # a reason to stop the program now, or None
 
 
+Folders = tuple["str | os.PathLike[str] | Sequence[str | os.PathLike[str]]", int]
+
+
 def watches(pids: Callable[[], set[int]], *, tree_memory_mb: int | None = None,
-            folder: tuple[str | os.PathLike[str], int] | None = None) -> Watch | None:
+            folder: Folders | None = None) -> Watch | None:
     """What is measured every 0.1 s while a program runs: the memory of its tree (`pids()`) where no memory
-    cgroup holds it, and how much its working folder grew (`folder`: the path and the MiB it may grow by)."""
-    start = folder_mb(folder[0]) if folder is not None else 0.0
-    if start == float("inf"):  # a folder too large to measure every 0.1 s from the start: not watched
-        folder = None
+    cgroup holds it, and how much its writable folders grew together (`folder`: its working folder, or a
+    sequence of every folder it may write, the working folder first; and the MiB they may grow by)."""
+    start: dict[str, float] = {}
+    one = True
+    if folder is not None:
+        paths = [folder[0]] if isinstance(folder[0], (str, os.PathLike)) else list(folder[0])
+        one = len(outermost(paths)) == 1
+        # a folder too large to measure every 0.1 s from the start is not watched
+        start = {p: mb for p in outermost(paths) if (mb := folder_mb(p)) != float("inf")}
+    seen, due = dict(start), dict.fromkeys(start, 0.0)
+
+    def grown() -> float:
+        # A folder is measured again once 20 times its last measuring has passed (at most every check): a
+        # large shared one (a compile cache) then costs the watch about 5% of a core, not a whole one.
+        for p in start:
+            if (now := time.monotonic()) >= due[p]:
+                seen[p] = folder_mb(p)
+                due[p] = now + 20 * (time.monotonic() - now)
+        return sum(seen[p] - start[p] for p in start)
 
     def check() -> str | None:
         if tree_memory_mb is not None and memory_mb(pids()) > tree_memory_mb:
             return (f"the program and the processes it started went past {tree_memory_mb} MiB together (the memory "
                     "limit, measured every 0.1 s where no memory cgroup holds it)")
-        if folder is not None and (grown := folder_mb(folder[0]) - start) > folder[1]:
-            what = "holds too many files" if grown == float("inf") else f"grew by more than {folder[1]} MiB"
-            return f"its working folder {what} (the folder limit, measured every 0.1 s)"
+        if start and folder is not None and (more := grown()) > folder[1]:
+            if one:
+                what = "holds too many files" if more == float("inf") else f"grew by more than {folder[1]} MiB"
+                return f"its working folder {what} (the folder limit, measured every 0.1 s)"
+            what = "hold too many files" if more == float("inf") else f"grew by more than {folder[1]} MiB together"
+            return (f"its working folder and the other folders it may write ({', '.join(start)}) {what} (the "
+                    "folder limit, measured every 0.1 s)")
         return None
 
-    return check if tree_memory_mb is not None or folder is not None else None
+    return check if tree_memory_mb is not None or start else None
 
 
 def with_stop_note(stderr: str, reason: str | None) -> str:

@@ -91,7 +91,7 @@ def run_isolated(
         held = cgroups is not None and "memory" in cgroups.dirs
         res = proc.run(launch.argv, timeout=timeout, cwd=workdir, env=scrubbed_env(workdir) if env is None else env,
                        input=input, output_limit=output_limit, tree_memory_mb=None if held else limits.memory_mb,
-                       folder=(workdir, limits.folder_mb) if limits.folder_mb else None)
+                       folder=((workdir, *policy.writable), limits.folder_mb) if limits.folder_mb else None)
         if res.returncode == CONFINEMENT_FAILED and "sandbox launcher:" in res.stderr:
             raise refusal(res.stderr.strip().splitlines()[-1])
         res.cmd = list(argv)
@@ -140,7 +140,8 @@ class IsolatedProcess:
         cgroup_memory = self._cgroups is not None and "memory" in self._cgroups.dirs
         watch = proc.watches(lambda: descendants(self.popen.pid) | {self.popen.pid},
                              tree_memory_mb=None if cgroup_memory else limits.memory_mb,
-                             folder=(self.workdir, limits.folder_mb) if limits.folder_mb else None)
+                             folder=((self.workdir, *self.policy.writable), limits.folder_mb)
+                             if limits.folder_mb else None)
         self._closing = threading.Event()
         if watch is not None:
             threading.Thread(target=self._watch, args=(watch,), name="isolated-process-watch", daemon=True).start()

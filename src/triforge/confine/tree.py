@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 
 import psutil
 
@@ -42,6 +43,12 @@ def memory_mb(pids: set[int]) -> float:
 
 
 MAX_FOLDER_ENTRIES = 100_000
+
+
+def outermost(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """Each real path once, none inside another (a folder measured twice would count twice)."""
+    real = sorted({os.path.realpath(p) for p in paths})
+    return [p for p in real if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in real)]
 
 
 def folder_mb(path: str | os.PathLike[str], max_entries: int = MAX_FOLDER_ENTRIES) -> float:

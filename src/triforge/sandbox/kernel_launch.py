@@ -21,7 +21,8 @@ import psutil
 
 from triforge.confine.host import CgroupSet, Isolation, verify
 from triforge.confine.isolation import Mechanism, plan, refusal
-from triforge.confine.limits import SandboxLimits, kernel_env, outermost
+from triforge.confine.limits import SandboxLimits, kernel_env
+from triforge.confine.tree import outermost
 from triforge.core.errors import TriforgeError
 
 PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}

@@ -203,6 +203,11 @@ class KernelSandbox:
             result.notice = f"{earlier}; {result.notice}" if result.notice else earlier
         return result
 
+    def _writable(self, kernel: KernelProcess) -> list[str]:
+        """The host folders a cell may write, the working folder first: the folder limit holds them together."""
+        assert self.workdir is not None
+        return [str(self.workdir), *(kernel.writable or ())]
+
     def _execute(self, code: str, timeout: float) -> ExecResult:
         kernel = self._kernel
         assert kernel is not None
@@ -221,7 +226,7 @@ class KernelSandbox:
         # while the kernel has children (alone, RLIMIT_AS holds it). And the working folder's growth.
         watch = proc.watches(lambda: kernel.members() if kernel.strays() else set(),
                              tree_memory_mb=self.limits.memory_mb if "memory" not in kernel.cgroups.dirs else None,
-                             folder=(self.workdir, self.limits.folder_mb)
+                             folder=(self._writable(kernel), self.limits.folder_mb)
                              if self.workdir is not None and self.limits.folder_mb else None)
         t0 = time.monotonic()
         msg_id = kernel.send_execute(code)
