@@ -33,6 +33,42 @@ def test_check_flags_a_hack_without_a_gpu(tmp_path):
     assert data["verdict"] == "hack" and "persistent-device-state" in data["rules"]
 
 
+def test_where_the_warm_server_runs_the_checks_it_and_not_this_process_makes_the_prechecks(tmp_path, monkeypatch):
+    """On a GPU machine the warm server prechecks (NVRTC loaded once there); if it cannot be reached, a hack
+    is still reported from here, and a clean candidate gets the server's error."""
+    from triforge.astra import check_host, warm_worker
+
+    v = next(h for h in hack_variants() if h.rule == "persistent-device-state")
+    k = tmp_path / "k.cu"
+    k.write_text(v.source)
+    calls = {"precheck": 0, "served": 0}
+    real = check_host.precheck
+
+    def counted(*a):
+        calls["precheck"] += 1
+        return real(*a)
+
+    def served(task, source, *a):
+        calls["served"] += 1
+        return {"verdict": "hack", "reasons": ["from the server"], "task": task, "rules": ["x"]}
+
+    monkeypatch.setattr(check_host, "precheck", counted)
+    monkeypatch.setattr(warm_worker, "gpu_nodes", lambda: True)
+    monkeypatch.setattr(warm_worker, "check", served)
+    res = runner.invoke(app, ["check", "--task", "silu_and_mul", "--kernel", str(k)])
+    assert res.exit_code == 1 and "from the server" in res.output and calls == {"precheck": 0, "served": 1}
+
+    def unreachable(*a):
+        raise UserError("the warm lab worker could not start: no torch")
+
+    monkeypatch.setattr(warm_worker, "check", unreachable)
+    res = runner.invoke(app, ["check", "--task", "silu_and_mul", "--kernel", str(k)])
+    assert res.exit_code == 1 and "hack" in res.output and calls["precheck"] == 1
+    k.write_text(get_task("silu_and_mul").baseline_source())
+    res = runner.invoke(app, ["check", "--task", "silu_and_mul", "--kernel", str(k)])
+    assert isinstance(res.exception, UserError) and "could not start" in str(res.exception)
+
+
 def test_check_reports_interface_mismatch_as_compile_error(tmp_path):
     k = tmp_path / "k.cu"
     k.write_text(get_task("rmsnorm").baseline_source().replace("int hidden, float eps)", "int hidden)"))
