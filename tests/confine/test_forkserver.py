@@ -234,3 +234,11 @@ def test_a_working_folder_that_grows_past_its_limit_stops_the_program(runtime, t
     honest = _py(tmp_path / "h", FILL.replace("N", "5").replace("time.sleep(3)", ""), timeout=30,
                  limits=ProcLimits(folder_mb=100)).result
     assert honest.returncode == 0 and len(list((tmp_path / "h").glob("f*"))) == 5, honest.stderr[-600:]
+
+
+def test_disk_held_by_deleted_files_counts_toward_the_folder_limit(runtime, tmp_path):
+    from test_sandbox_run import HELD
+
+    for name in ("open-then-deleted", "mapped-then-deleted"):
+        r = _py(tmp_path / name, HELD[name], timeout=30, limits=ProcLimits(folder_mb=100)).result
+        assert r.returncode != 0 and "grew by more than 100 MiB" in r.stderr, (name, r.stderr[-600:])

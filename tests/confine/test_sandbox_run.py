@@ -396,3 +396,95 @@ def test_a_large_folder_is_measured_less_often_and_still_caught(tmp_path, monkey
     (slow / "f").write_bytes(b"x" * (2 << 20))
     time.sleep(0.3)
     assert "grew by more than 1 MiB together" in (watch() or "")
+
+
+# Disk held by files that are no longer in the folder: deleted while open or mapped, by the program or a child.
+HELD = {
+    "open-then-deleted": """
+import os, time
+keep = []
+for i in range(40):
+    f = open(f'x{i}', 'wb'); os.unlink(f'x{i}'); f.write(b'x' * (10 << 20)); f.flush(); keep.append(f)
+    time.sleep(0.02)
+time.sleep(3)
+""",
+    "mapped-then-deleted": """
+import mmap, os, time
+keep = []
+for i in range(40):
+    with open(f'm{i}', 'wb+') as f:
+        f.write(b'x' * (10 << 20)); f.flush()
+        keep.append(mmap.mmap(f.fileno(), 0))
+    os.unlink(f'm{i}')
+    time.sleep(0.02)
+time.sleep(3)
+""",
+    "held-by-a-child": """
+import os, time
+fs = [open(f'c{i}', 'wb') for i in range(40)]
+if os.fork() == 0:
+    time.sleep(30)
+    os._exit(0)
+for i, f in enumerate(fs):
+    os.unlink(f'c{i}'); f.write(b'x' * (10 << 20)); f.flush(); f.close()
+    time.sleep(0.02)
+time.sleep(3)
+""",
+    "not-dumpable": """
+import ctypes, os, time
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: its /proc entries owned by root
+keep = []
+for i in range(40):
+    f = open(f'd{i}', 'wb'); os.unlink(f'd{i}'); f.write(b'x' * (10 << 20)); f.flush(); keep.append(f)
+    time.sleep(0.02)
+time.sleep(3)
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HELD))
+def test_disk_held_by_deleted_files_counts_toward_the_folder_limit(tmp_path, name):
+    r = _py(tmp_path, HELD[name], timeout=30, limits=ProcLimits(folder_mb=100)).result
+    assert r.returncode != 0 and "grew by more than 100 MiB" in r.stderr, (name, r.returncode, r.stderr[-600:])
+
+
+def test_an_honest_temporary_file_is_left_alone(tmp_path):
+    """tempfile.TemporaryFile is deleted at once and used through its fd: it counts, within the limit."""
+    code = ("import tempfile\nfs = [tempfile.TemporaryFile() for _ in range(4)]\n"
+            "for f in fs:\n    f.write(b'x' * (10 << 20)); f.flush()\nprint('ok')\n")
+    r = _py(tmp_path, code, timeout=30, limits=ProcLimits(folder_mb=100)).result
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-600:]
+
+
+def test_held_deleted_files_are_counted_once_and_only_under_the_roots(tmp_path):
+    import mmap
+
+    from triforge.confine.tree import held_deleted_mb
+
+    inside, outside = tmp_path / "in", tmp_path / "out"
+    inside.mkdir()
+    outside.mkdir()
+    f = open(inside / "a", "wb+")  # noqa: SIM115 - held open on purpose
+    f.write(b"x" * (3 << 20))
+    f.flush()
+    m = mmap.mmap(f.fileno(), 0)  # open and mapped: once
+    g = open(outside / "b", "wb")  # noqa: SIM115
+    g.write(b"x" * (5 << 20))
+    g.flush()
+    try:
+        assert held_deleted_mb({os.getpid()}, [str(inside)]) == 0  # not deleted yet
+        os.unlink(inside / "a")
+        os.unlink(outside / "b")
+        assert 2.9 < held_deleted_mb({os.getpid()}, [str(inside)]) < 3.2
+    finally:
+        m.close()
+        f.close()
+        g.close()
+
+
+def test_a_long_lived_process_holding_deleted_files_is_stopped(tmp_path):
+    p = _server(tmp_path, HELD["open-then-deleted"], ProcLimits(folder_mb=100))
+    try:
+        assert _ends(p) and "grew by more than 100 MiB" in (p.stopped or ""), p.stopped
+    finally:
+        p.close()

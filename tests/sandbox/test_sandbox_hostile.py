@@ -135,6 +135,17 @@ def test_a_cell_filling_its_home_is_stopped_too(tmp_path):
         assert box.execute("1 + 1").result == "2"
 
 
+def test_a_cell_holding_deleted_files_is_stopped(tmp_path):
+    """Files deleted while open take disk that no folder shows: they count toward the limit."""
+    with KernelSandbox(tmp_path, folder_mb=100, output_limit=10_000) as box:
+        r = box.execute("import itertools, os\nkeep = []\nfor i in itertools.count():\n"
+                        "    f = open(f'x{i}', 'wb'); os.unlink(f'x{i}'); f.write(b'x' * (10 << 20)); f.flush()\n"
+                        "    keep.append(f)", timeout=30)
+        assert r.restarted and "grew by more than 100 MiB" in (r.notice or ""), r.notice
+        assert not r.timed_out
+        assert box.execute("1 + 1").result == "2"
+
+
 def test_fork_bomb_is_contained(hostile):
     # A generous deadline: on a loaded machine forking 128 processes can take seconds, and the limit is
     # reached (and named) long before the deadline; a quiet machine still ends in well under a second.

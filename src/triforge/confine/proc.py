@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from triforge.confine.tree import descendants, folder_mb, memory_mb, outermost
+from triforge.confine.tree import descendants, folder_mb, held_deleted_mb, memory_mb, outermost
 
 DEFAULT_OUTPUT_LIMIT = 64_000
 TAG_VAR = "TRIFORGE_PROC_TAG"
@@ -203,10 +203,13 @@ Folders = tuple["str | os.PathLike[str] | Sequence[str | os.PathLike[str]]", int
 
 
 def watches(pids: Callable[[], set[int]], *, tree_memory_mb: int | None = None,
-            folder: Folders | None = None) -> Watch | None:
+            folder: Folders | None = None, holders: Callable[[], set[int]] | None = None) -> Watch | None:
     """What is measured every 0.1 s while a program runs: the memory of its tree (`pids()`) where no memory
     cgroup holds it, and how much its writable folders grew together (`folder`: its working folder, or a
-    sequence of every folder it may write, the working folder first; and the MiB they may grow by)."""
+    sequence of every folder it may write, the working folder first; and the MiB they may grow by). Files
+    deleted there but still held open or mapped by the processes of `holders()` (default `pids()`) count
+    too: the disk they take is no longer in any folder."""
+    holders = holders or pids
     start: dict[str, float] = {}
     one = True
     if folder is not None:
@@ -215,6 +218,7 @@ def watches(pids: Callable[[], set[int]], *, tree_memory_mb: int | None = None,
         # a folder too large to measure every 0.1 s from the start is not watched
         start = {p: mb for p in outermost(paths) if (mb := folder_mb(p)) != float("inf")}
     seen, due = dict(start), dict.fromkeys(start, 0.0)
+    held_at_start = held_deleted_mb(holders(), list(start)) if start else 0.0
 
     def grown() -> float:
         # A folder is measured again once 20 times its last measuring has passed (at most every check): a
@@ -223,7 +227,7 @@ def watches(pids: Callable[[], set[int]], *, tree_memory_mb: int | None = None,
             if (now := time.monotonic()) >= due[p]:
                 seen[p] = folder_mb(p)
                 due[p] = now + 20 * (time.monotonic() - now)
-        return sum(seen[p] - start[p] for p in start)
+        return sum(seen[p] - start[p] for p in start) + held_deleted_mb(holders(), list(start)) - held_at_start
 
     def check() -> str | None:
         if tree_memory_mb is not None and memory_mb(pids()) > tree_memory_mb:

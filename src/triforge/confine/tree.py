@@ -76,6 +76,51 @@ def folder_mb(path: str | os.PathLike[str], max_entries: int = MAX_FOLDER_ENTRIE
     return total / (1 << 20)
 
 
+def held_deleted_mb(pids: Iterable[int], roots: Iterable[str]) -> float:
+    """Disk space (MiB) of files under `roots` that are deleted but still held by a process in `pids`, open or
+    mapped: space the folder no longer shows. Each file counts once; an open file by its allocated blocks, a
+    file held only by a mapping by the largest mapping of it (its blocks cannot be read without the fd)."""
+    prefixes = [r.rstrip("/") + "/" for r in roots]
+    seen: dict[tuple[int, int] | str, int] = {}
+
+    def under(path: str) -> bool:
+        return any(path.startswith(p) for p in prefixes)
+
+    for pid in pids:
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            fds = []
+        for fd in fds:
+            try:
+                target = os.readlink(f"{fd_dir}/{fd}")
+                if not (target.endswith(" (deleted)") and under(target[: -len(" (deleted)")])):
+                    continue
+                st = os.stat(f"{fd_dir}/{fd}")
+            except OSError:
+                continue
+            seen[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+        try:
+            with open(f"/proc/{pid}/maps", "rb") as f:
+                maps = f.read().decode(errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in maps:
+            if not line.endswith(" (deleted)"):
+                continue
+            parts = line.split(maxsplit=5)
+            if len(parts) < 6 or not under(parts[5][: -len(" (deleted)")]):
+                continue
+            start, end = (int(x, 16) for x in parts[0].split("-"))
+            key = f"{parts[3]}:{parts[4]}"  # device and inode, as maps gives them
+            seen[key] = max(seen.get(key, 0), end - start)
+    # a file both open and mapped is counted under both keys; keep the larger where the inode matches
+    inodes = {f"{k[1]}" for k in seen if isinstance(k, tuple)}
+    total = sum(v for k, v in seen.items() if isinstance(k, tuple) or k.split(":")[-1] not in inodes)
+    return total / (1 << 20)
+
+
 def descendants(root: int) -> set[int]:
     """Every descendant of `root`, from /proc/PID/task/TID/children: no scan of the whole process table,
     which matters after every cell of an unprivileged kernel (no pids cgroup to list them)."""

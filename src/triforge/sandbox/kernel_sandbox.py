@@ -227,7 +227,7 @@ class KernelSandbox:
         watch = proc.watches(lambda: kernel.members() if kernel.strays() else set(),
                              tree_memory_mb=self.limits.memory_mb if "memory" not in kernel.cgroups.dirs else None,
                              folder=(self._writable(kernel), self.limits.folder_mb)
-                             if self.workdir is not None and self.limits.folder_mb else None)
+                             if self.workdir is not None and self.limits.folder_mb else None, holders=kernel.members)
         t0 = time.monotonic()
         msg_id = kernel.send_execute(code)
         deadline = t0 + timeout
