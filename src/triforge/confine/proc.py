@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from triforge.confine.tree import descendants, folder_mb, held_deleted_mb, memory_mb, outermost
+from triforge.confine.tree import descendants, folder_mb, held_deleted, held_deleted_mb, memory_mb, outermost
 
 DEFAULT_OUTPUT_LIMIT = 64_000
 TAG_VAR = "TRIFORGE_PROC_TAG"
@@ -218,7 +218,10 @@ def watches(pids: Callable[[], set[int]], *, tree_memory_mb: int | None = None,
         # a folder too large to measure every 0.1 s from the start is not watched
         start = {p: mb for p in outermost(paths) if (mb := folder_mb(p)) != float("inf")}
     seen, due = dict(start), dict.fromkeys(start, 0.0)
-    held_at_start = held_deleted_mb(holders(), list(start)) if start else 0.0
+    roots = list(start)
+    held_at_start = held_deleted_mb(holders(), roots) if start else 0.0
+    mapped: dict[tuple[int, int, int], int] = {}
+    maps_due = [0.0]
 
     def grown() -> float:
         # A folder is measured again once 20 times its last measuring has passed (at most every check): a
@@ -227,7 +230,15 @@ def watches(pids: Callable[[], set[int]], *, tree_memory_mb: int | None = None,
             if (now := time.monotonic()) >= due[p]:
                 seen[p] = folder_mb(p)
                 due[p] = now + 20 * (time.monotonic() - now)
-        return sum(seen[p] - start[p] for p in start) + held_deleted_mb(holders(), list(start)) - held_at_start
+        # Deleted files still held: open ones every check (a few fds), mapped ones once 100 times their last
+        # reading has passed (reading a kernel's /proc maps takes about 2.5 ms: every 0.25 s).
+        held = holders()
+        if (now := time.monotonic()) >= maps_due[0]:
+            mapped.clear()
+            mapped.update(held_deleted(held, roots, opened=False))
+            maps_due[0] = now + 100 * (time.monotonic() - now)
+        held_now = sum({**mapped, **held_deleted(held, roots, mapped=False)}.values()) / (1 << 20)
+        return sum(seen[p] - start[p] for p in start) + held_now - held_at_start
 
     def check() -> str | None:
         if tree_memory_mb is not None and memory_mb(pids()) > tree_memory_mb:

@@ -76,12 +76,14 @@ def folder_mb(path: str | os.PathLike[str], max_entries: int = MAX_FOLDER_ENTRIE
     return total / (1 << 20)
 
 
-def held_deleted_mb(pids: Iterable[int], roots: Iterable[str]) -> float:
-    """Disk space (MiB) of files under `roots` that are deleted but still held by a process in `pids`, open or
-    mapped: space the folder no longer shows. Each file counts once; an open file by its allocated blocks, a
-    file held only by a mapping by the largest mapping of it (its blocks cannot be read without the fd)."""
+def held_deleted(pids: Iterable[int], roots: Iterable[str], *, opened: bool = True,
+                 mapped: bool = True) -> dict[tuple[int, int, int], int]:
+    """Files under `roots` that are deleted but still held by a process in `pids`, open (`opened`) or mapped
+    (`mapped`): disk the folder no longer shows. Keyed by (device major, minor, inode), so a file counts once;
+    bytes are an open file's allocated blocks, or for a mapping the largest mapping of that file (its blocks
+    cannot be read without an fd)."""
     prefixes = [r.rstrip("/") + "/" for r in roots]
-    seen: dict[tuple[int, int] | str, int] = {}
+    found: dict[tuple[int, int, int], int] = {}
 
     def under(path: str) -> bool:
         return any(path.startswith(p) for p in prefixes)
@@ -89,7 +91,7 @@ def held_deleted_mb(pids: Iterable[int], roots: Iterable[str]) -> float:
     for pid in pids:
         fd_dir = f"/proc/{pid}/fd"
         try:
-            fds = os.listdir(fd_dir)
+            fds = os.listdir(fd_dir) if opened else []
         except OSError:
             fds = []
         for fd in fds:
@@ -100,25 +102,32 @@ def held_deleted_mb(pids: Iterable[int], roots: Iterable[str]) -> float:
                 st = os.stat(f"{fd_dir}/{fd}")
             except OSError:
                 continue
-            seen[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+            found[(os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)] = st.st_blocks * 512
+        if not mapped:
+            continue
         try:
             with open(f"/proc/{pid}/maps", "rb") as f:
-                maps = f.read().decode(errors="replace").splitlines()
+                raw = f.read()
         except OSError:
             continue
-        for line in maps:
-            if not line.endswith(" (deleted)"):
-                continue
+        if b" (deleted)" not in raw:  # the usual case: no line to parse (a kernel's maps run to 1,000 lines)
+            continue
+        for line in raw.decode(errors="replace").splitlines():
             parts = line.split(maxsplit=5)
-            if len(parts) < 6 or not under(parts[5][: -len(" (deleted)")]):
+            if len(parts) < 6 or not parts[5].endswith(" (deleted)") or not under(parts[5][: -len(" (deleted)")]):
                 continue
             start, end = (int(x, 16) for x in parts[0].split("-"))
-            key = f"{parts[3]}:{parts[4]}"  # device and inode, as maps gives them
-            seen[key] = max(seen.get(key, 0), end - start)
-    # a file both open and mapped is counted under both keys; keep the larger where the inode matches
-    inodes = {f"{k[1]}" for k in seen if isinstance(k, tuple)}
-    total = sum(v for k, v in seen.items() if isinstance(k, tuple) or k.split(":")[-1] not in inodes)
-    return total / (1 << 20)
+            major, minor = (int(x, 16) for x in parts[3].split(":"))
+            key = (major, minor, int(parts[4]))
+            found[key] = max(found.get(key, 0), end - start)
+    return found
+
+
+def held_deleted_mb(pids: Iterable[int], roots: Iterable[str]) -> float:
+    """`held_deleted`, open or mapped, in MiB (an open file by its blocks where it is mapped too)."""
+    pids = list(pids)
+    return sum({**held_deleted(pids, roots, opened=False), **held_deleted(pids, roots, mapped=False)}.values()) \
+        / (1 << 20)
 
 
 def descendants(root: int) -> set[int]:
