@@ -488,3 +488,86 @@ def test_a_long_lived_process_holding_deleted_files_is_stopped(tmp_path):
         assert _ends(p) and "grew by more than 100 MiB" in (p.stopped or ""), p.stopped
     finally:
         p.close()
+
+
+# Memory no process's resident set shows: anonymous memory files (memfd_create), which RLIMIT_AS does not count.
+MEMFD = {
+    "written-and-held-open": """
+import os, time
+keep = []
+for i in range(60):
+    fd = os.memfd_create(f'm{i}'); os.write(fd, b'x' * (10 << 20)); keep.append(fd)
+    time.sleep(0.02)
+time.sleep(3)
+""",
+    "allocated-without-writing": """
+import os, time
+keep = []
+for i in range(60):
+    fd = os.memfd_create(f'a{i}'); os.posix_fallocate(fd, 0, 10 << 20); keep.append(fd)
+    time.sleep(0.02)
+time.sleep(3)
+""",
+    "mapped-untouched-then-closed": """
+import mmap, os, time
+keep = []
+for i in range(60):
+    fd = os.memfd_create(f'u{i}'); os.write(fd, b'x' * (10 << 20))
+    keep.append(mmap.mmap(fd, 10 << 20)); os.close(fd)
+    time.sleep(0.02)
+time.sleep(3)
+""",
+    "held-by-a-child": """
+import os, time
+fds = [os.memfd_create(f'c{i}') for i in range(60)]
+if os.fork() == 0:
+    time.sleep(30)
+    os._exit(0)
+for fd in fds:
+    os.write(fd, b'x' * (10 << 20)); os.close(fd)
+    time.sleep(0.02)
+time.sleep(3)
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(MEMFD))
+def test_memory_in_anonymous_files_counts_toward_the_memory_limit(tmp_path, name):
+    r = _py(tmp_path, MEMFD[name], timeout=30, limits=ProcLimits(memory_mb=256)).result
+    if name == "mapped-untouched-then-closed" and os.geteuid() != 0:  # mappings are address space: RLIMIT_AS
+        assert r.returncode != 0 and "Cannot allocate memory" in r.stderr, r.stderr[-600:]
+        return
+    assert spread_is_stopped(r, 256), (name, r.returncode, r.stdout, r.stderr[-600:])
+
+
+def test_a_touched_anonymous_file_counts_once(tmp_path):
+    """150 MB in a memfd, mapped and every page touched: in its PSS and in its blocks, counted once; within
+    256 MiB it runs to its end."""
+    code = ("import mmap, os\nfd = os.memfd_create('w'); os.ftruncate(fd, 150 << 20)\nm = mmap.mmap(fd, 150 << 20)\n"
+            "for i in range(0, 150 << 20, 4096):\n    m[i] = 1\nimport time; time.sleep(1)\nprint('ok')\n")
+    r = _py(tmp_path, code, timeout=30, limits=ProcLimits(memory_mb=256)).result
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-600:]
+
+
+def test_anonymous_file_accounting_on_this_process():
+    """The measurement itself, as root too (where a memory cgroup makes the watch unneeded): written and held
+    counts its blocks; mapped and touched counts nothing beyond the PSS that already holds it."""
+    import mmap
+
+    from triforge.confine.tree import memfd_maps, memfd_mb, memfd_open
+
+    me = {os.getpid()}
+    base = memfd_mb(memfd_open(me), memfd_maps(me))
+    held = os.memfd_create("held")
+    os.write(held, b"x" * (20 << 20))
+    touched = os.memfd_create("touched")
+    os.ftruncate(touched, 30 << 20)
+    m = mmap.mmap(touched, 30 << 20)
+    try:
+        for i in range(0, 30 << 20, 4096):
+            m[i] = 1
+        assert 19.5 < memfd_mb(memfd_open(me), memfd_maps(me)) - base < 21
+    finally:
+        m.close()
+        os.close(held)
+        os.close(touched)

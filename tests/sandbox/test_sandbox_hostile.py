@@ -146,6 +146,17 @@ def test_a_cell_holding_deleted_files_is_stopped(tmp_path):
         assert box.execute("1 + 1").result == "2"
 
 
+def test_memory_in_anonymous_files_is_bounded(hostile, sb):
+    """memfd_create pages belong to no process until mapped, and RLIMIT_AS does not count them: without a
+    memory cgroup the watch counts what the kernel holds in them (the kernel alone, no child needed)."""
+    code = ("import os, time\nkeep = []\nfor i in range(160):\n    fd = os.memfd_create(f'm{i}')\n"
+            "    os.write(fd, b'x' * (10 << 20)); keep.append(fd)\n    time.sleep(0.01)\ntime.sleep(10)")
+    r = hostile(code, state_lost=True, timeout=30)  # 1.6 GB if nothing stopped it
+    assert not r.timed_out, r.notice
+    if "memory cgroup" not in sb.isolation.memory_limit:
+        assert "memory limit" in (r.notice or ""), r.notice
+
+
 def test_fork_bomb_is_contained(hostile):
     # A generous deadline: on a loaded machine forking 128 processes can take seconds, and the limit is
     # reached (and named) long before the deadline; a quiet machine still ends in well under a second.

@@ -20,7 +20,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from triforge.confine.tree import descendants, folder_mb, held_deleted, held_deleted_mb, memory_mb, outermost
+from triforge.confine.tree import (
+    MemfdMaps,
+    descendants,
+    folder_mb,
+    held_deleted,
+    held_deleted_mb,
+    memfd_maps,
+    memfd_mb,
+    memfd_open,
+    memory_mb,
+    outermost,
+)
 
 DEFAULT_OUTPUT_LIMIT = 64_000
 TAG_VAR = "TRIFORGE_PROC_TAG"
@@ -240,8 +251,24 @@ def watches(pids: Callable[[], set[int]], *, tree_memory_mb: int | None = None,
         held_now = sum({**mapped, **held_deleted(held, roots, mapped=False)}.values()) / (1 << 20)
         return sum(seen[p] - start[p] for p in start) + held_now - held_at_start
 
+    memfd_mapped: list[MemfdMaps] = [({}, 0)]
+    memfd_due = [0.0]
+    memfd_last: list[dict[int, int]] = [{}]
+
+    def in_memfds() -> float:
+        # Open memfds every check; their mappings (smaps) when the open ones changed (a mapped page just
+        # touched is in the PSS and in the blocks: both must be fresh to count it once), else once 100 times
+        # their last reading has passed.
+        held = holders()
+        opened = memfd_open(held)
+        if (now := time.monotonic()) >= memfd_due[0] or opened != memfd_last[0]:
+            memfd_mapped[0] = memfd_maps(held)
+            memfd_due[0] = now + 100 * (time.monotonic() - now)
+            memfd_last[0] = opened
+        return memfd_mb(opened, memfd_mapped[0])
+
     def check() -> str | None:
-        if tree_memory_mb is not None and memory_mb(pids()) > tree_memory_mb:
+        if tree_memory_mb is not None and memory_mb(pids()) + in_memfds() > tree_memory_mb:
             return (f"the program and the processes it started went past {tree_memory_mb} MiB together (the memory "
                     "limit, measured every 0.1 s where no memory cgroup holds it)")
         if start and folder is not None and (more := grown()) > folder[1]:

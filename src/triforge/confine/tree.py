@@ -42,6 +42,65 @@ def memory_mb(pids: set[int]) -> float:
     return total_kb / 1024
 
 
+MemfdMaps = tuple[dict[int, int], int]  # largest mapping of each memfd (by inode), PSS of memfd mappings (KiB)
+
+
+def memfd_open(pids: Iterable[int]) -> dict[int, int]:
+    """Anonymous memory files (memfd_create) open in `pids`: allocated bytes by inode."""
+    files: dict[int, int] = {}
+    for pid in pids:
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if not os.readlink(f"{fd_dir}/{fd}").startswith("/memfd:"):
+                    continue
+                st = os.stat(f"{fd_dir}/{fd}")
+            except OSError:
+                continue
+            files[st.st_ino] = st.st_blocks * 512
+    return files
+
+
+def memfd_maps(pids: Iterable[int]) -> MemfdMaps:
+    """The memfd mappings of `pids`: the largest mapping of each file, and their PSS (already in `memory_mb`).
+    Reads /proc/PID/smaps only for a process whose maps name a memfd."""
+    spans: dict[int, int] = {}
+    pss_kb = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps", "rb") as f:
+                if b" /memfd:" not in f.read():
+                    continue
+            with open(f"/proc/{pid}/smaps", "rb") as f:
+                smaps = f.read().decode(errors="replace").splitlines()
+        except OSError:
+            continue
+        memfd = False
+        for line in smaps:
+            head = line.split(maxsplit=5)
+            if len(head) >= 5 and "-" in head[0] and ":" in head[3]:  # a mapping's first line
+                memfd = len(head) == 6 and head[5].startswith("/memfd:")
+                if memfd:
+                    start, end = (int(x, 16) for x in head[0].split("-"))
+                    spans[int(head[4])] = max(spans.get(int(head[4]), 0), end - start)
+            elif memfd and line.startswith("Pss:"):
+                pss_kb += int(line.split()[1])
+    return spans, pss_kb
+
+
+def memfd_mb(opened: dict[int, int], maps: MemfdMaps) -> float:
+    """Memory (MiB) in memfds beyond what the processes' PSS counts: their pages belong to no process until
+    mapped and touched, and RLIMIT_AS does not count them. A file held open counts its allocated blocks, one
+    held only by a mapping its largest mapping; the PSS of memfd mappings is taken off (counted once)."""
+    spans, pss_kb = maps
+    total = sum(opened.values()) + sum(span for ino, span in spans.items() if ino not in opened)
+    return max(0.0, total / (1 << 20) - pss_kb / 1024)
+
+
 MAX_FOLDER_ENTRIES = 100_000
 
 
