@@ -242,3 +242,37 @@ def test_disk_held_by_deleted_files_counts_toward_the_folder_limit(runtime, tmp_
     for name in ("open-then-deleted", "mapped-then-deleted"):
         r = _py(tmp_path / name, HELD[name], timeout=30, limits=ProcLimits(folder_mb=100)).result
         assert r.returncode != 0 and "grew by more than 100 MiB" in r.stderr, (name, r.stderr[-600:])
+
+
+IPC_LEAVE = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+sid = libc.shmget(0x5eed, 4096, 0o1666)
+addr = libc.shmat(sid, None, 0)
+ctypes.memmove(addr, b'secret-of-run-A', 15)
+libc.shmdt(ctypes.c_void_p(addr))
+sem = libc.semget(0x5eee, 1, 0o1666)
+q = libc.msgget(0x5eef, 0o1666)
+msg = ctypes.create_string_buffer(ctypes.sizeof(ctypes.c_long) + 16)
+ctypes.memmove(msg, ctypes.byref(ctypes.c_long(1)), ctypes.sizeof(ctypes.c_long))
+ctypes.memmove(ctypes.addressof(msg) + ctypes.sizeof(ctypes.c_long), b'secret', 6)
+sent = libc.msgsnd(q, msg, 6, 0)
+mq = libc.mq_open(b'/tf-left', os.O_CREAT | os.O_RDWR, 0o600, None)
+print(sid >= 0, sem >= 0, q >= 0, sent == 0, mq >= 0 and libc.mq_send(mq, b'secret', 6, 0) == 0)
+"""
+IPC_FIND = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print(libc.shmget(0x5eed, 0, 0), libc.semget(0x5eee, 0, 0), libc.msgget(0x5eef, 0), libc.mq_open(b'/tf-left', 0))
+"""
+
+
+def test_ipc_objects_of_one_program_are_gone_for_the_next(runtime, tmp_path):
+    """Programs share the server's IPC namespace: a SysV segment, semaphore set or queue, or a POSIX message
+    queue, one leaves behind (memory no process holds, and a channel to the next program by its key or name)
+    is removed when it ends."""
+    left = _py(tmp_path / "a", IPC_LEAVE).result
+    assert left.stdout.split() == ["True"] * 5, left.stderr[-600:]
+    found = _py(tmp_path / "b", IPC_FIND).result
+    assert found.stdout.split() == ["-1", "-1", "-1", "-1"], found.stdout

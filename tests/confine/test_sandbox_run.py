@@ -571,3 +571,35 @@ def test_anonymous_file_accounting_on_this_process():
         m.close()
         os.close(held)
         os.close(touched)
+
+
+SYSV = """
+import ctypes, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+placed = 0
+for i in range(60):
+    sid = libc.shmget(0, 10 << 20, 0o1600)
+    if sid < 0:
+        break
+    addr = libc.shmat(sid, None, 0)
+    if addr is None or addr == ctypes.c_void_p(-1).value:
+        break
+    ctypes.memset(addr, 1, 10 << 20)
+    libc.shmdt(ctypes.c_void_p(addr))
+    placed += 10
+print(placed)
+"""
+
+
+def test_detached_sysv_segments_are_bounded_by_the_memory_limit(tmp_path):
+    """A detached segment's pages belong to no process: the sandbox's own IPC namespace holds at most the
+    memory limit of them (and no more than a private /tmp). Under a memory cgroup (root) the cgroup may stop
+    the program first."""
+    r = _py(tmp_path, SYSV, timeout=30, limits=ProcLimits(memory_mb=256)).result
+    if r.returncode == 0:
+        assert int(r.stdout.split()[-1]) <= 256, r.stdout
+    else:
+        assert os.geteuid() == 0, r.stderr[-600:]
+    honest = _py(tmp_path, SYSV.replace("range(60)", "range(3)"), timeout=30, limits=ProcLimits(memory_mb=256)).result
+    assert honest.returncode == 0 and honest.stdout.split()[-1] == "30", honest.stderr[-600:]

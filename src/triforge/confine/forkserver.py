@@ -166,7 +166,10 @@ class _Slot:
             spec_path = self.folder / "spec.json"  # read by the launcher before it covers /tmp
             launch = plan(policy, spec_path, writable=[str(self.work)], one_shot=True)
             spec = {**launch.spec, "reaper": False, "cgroups": [], "rlimits": rlimits_spec(proc.ProcLimits()),
-                    "cwd": str(self.work), "exec_argv": argv}
+                    "cwd": str(self.work), "exec_argv": argv,
+                    # POSIX message queues of the server's IPC namespace, listed there so that the server can
+                    # remove what one program left for the next (forkserver_main._clear_ipc)
+                    "mqueue_mount": MQUEUE_DIR if launch.spec.get("filesystem") else None}
             spec_path.write_text(json.dumps(spec))
             with open(self.folder / "server.log", "ab") as log:
                 popen = subprocess.Popen(launch.argv, cwd=self.work, start_new_session=True, env=scrubbed_env(self.work),
@@ -285,6 +288,9 @@ def run_forked(
                        nice=nice, preload=preload, argv=list(argv))
     finally:
         slot.release()
+
+
+MQUEUE_DIR = "/dev/shm/.mqueue"  # inside the server's private /dev/shm; forkserver_main reads the same path
 
 
 def _begin(slot: _Slot, req: dict, fds: list[int], policy: IsolationPolicy, preload: Sequence[str]

@@ -11,7 +11,7 @@ for anything. One program at a time: for each request it forks a child that repo
 reads its pid from the message's credentials and puts it into the run's cgroups), waits for `go`,
 lowers its rlimits, takes the stdin/stdout/stderr pipes the host sent, and runs the script as
 `__main__`. When the child ends (or its deadline passes, or the host hangs up), every other process of
-the namespace is killed and the private temporary folders are emptied before the reply, so nothing of
+the namespace is killed and the private temporary folders and SysV IPC objects are cleared before the reply, so nothing of
 one program is left for the next. The server leaves after IDLE_S seconds without a request.
 """
 
@@ -238,6 +238,40 @@ def _sweep(path: str, dev: int, keep: set[str]) -> None:
                 pass
 
 
+MQUEUE_DIR = "/dev/shm/.mqueue"  # where the launcher mounted this namespace's POSIX message queues
+
+
+def _clear_ipc() -> None:
+    """Remove every SysV shared memory segment, semaphore set and message queue, and every POSIX message
+    queue, of this IPC namespace (the server's own: programs share it): one program's would outlive it,
+    readable by the next by its key or name."""
+    import ctypes
+
+    try:
+        for name in os.listdir(MQUEUE_DIR):
+            try:
+                os.unlink(os.path.join(MQUEUE_DIR, name))
+            except OSError:
+                pass
+    except OSError:
+        pass
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    ipc_rmid = 0
+    removers = {"shm": lambda i: libc.shmctl(i, ipc_rmid, None), "sem": lambda i: libc.semctl(i, 0, ipc_rmid),
+                "msg": lambda i: libc.msgctl(i, ipc_rmid, None)}
+    for kind, remove in removers.items():
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 1 and cols[1].lstrip("-").isdigit():
+                remove(int(cols[1]))
+
+
 def _clear_work(current: str) -> None:
     """Empty the server's work folder but for the run that just ended (its host copies its files out)."""
     import shutil
@@ -304,6 +338,7 @@ def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
         _kill_others()
         for top, (dev, keep) in _SKELETON.items():
             _sweep(top, dev, keep)
+        _clear_ipc()
         _clear_work(req["cwd"])
     try:
         _send(conn, {"returncode": None if timed_out else _status(status), "timed_out": timed_out,

@@ -154,6 +154,23 @@ def _mount_proc() -> None:
         os.close(fd)
 
 
+def _bound_sysv_shm(mb: int) -> None:
+    """At most `mb` MiB of SysV shared memory in this IPC namespace (its own sysctls; the host's untouched): a
+    detached segment's pages are in no process's memory, and RLIMIT_AS does not count them."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    for name, value in (("shmmax", mb << 20), ("shmall", (mb << 20) // page)):
+        with open(f"/proc/sys/kernel/{name}", "w") as f:
+            f.write(str(value))
+
+
+def _mount_mqueue(path: str) -> None:
+    """This IPC namespace's POSIX message queues as files at `path` (in a private tmpfs), where the fork
+    server lists and removes them between programs."""
+    mount, _ = _mount_api()
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    mount("mqueue", path, "mqueue", 2 | 4 | 8, None)  # nosuid, nodev, noexec
+
+
 # the kernel's knobs under /proc: uid 0 may write most of them with no capability at all (sysctls,
 # sysrq, IRQ affinity), so they stay read-only where the rest of the sandbox's own /proc is writable
 PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs", "/proc/driver",
@@ -296,6 +313,12 @@ def main() -> None:
             sys.stderr.flush()
             os._exit(125)
         _step(strict, "/proc of the PID namespace not mounted", _mount_proc)
+        if spec.get("sysv_shm_mb"):
+            # no more than a private /tmp holds, nor than the memory limit (which cannot see these pages)
+            memory = [v[0] >> 20 for k, v in spec.get("rlimits", {}).items() if k in ("RLIMIT_AS", "RLIMIT_DATA")
+                      and v[0] > 0]
+            _step(strict, "SysV shared memory not bounded", _bound_sysv_shm,
+                  min([int(spec["sysv_shm_mb"]), *memory]))
     if spec.get("loopback_up"):
         _step(False, "could not bring loopback up", _loopback_up)  # no loopback: still no network
     _set_rlimits(spec.get("rlimits", {}))
@@ -309,6 +332,8 @@ def main() -> None:
         _step(strict, "filesystem not confined", _confine_filesystem, spec["filesystem"])
         if spec.get("mount_proc"):
             _step(strict, "/proc not confined", _proc_writable)
+        if spec.get("mqueue_mount"):
+            _step(strict, "message queues not mounted", _mount_mqueue, spec["mqueue_mount"])
     if spec.get("drop_capabilities"):
         _step(strict, "capabilities not dropped", _drop_capabilities)
     if spec.get("seccomp_bpf"):  # a second layer: its absence is reported by the host, not fatal
