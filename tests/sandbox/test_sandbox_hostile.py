@@ -124,6 +124,22 @@ def test_a_cell_filling_its_working_folder_is_stopped(tmp_path):
         assert honest.ok, honest.notice
 
 
+def test_growth_adds_up_over_cells(tmp_path):
+    """Under the limit in every cell, past it together: the limit is the sandbox's, not each cell's. Deleting
+    files makes room again."""
+    with KernelSandbox(tmp_path, folder_mb=100, output_limit=10_000) as box:
+        notices = []
+        for cell in range(6):
+            r = box.execute(f"open('part{cell}', 'wb').write(b'x' * (30 << 20)); import time; time.sleep(0.5)")
+            notices.append(r.notice or "")
+        assert any("grew by more than 100 MiB" in n for n in notices), notices
+        assert not any("grew by" in n for n in notices[:3]), notices  # 90 MB: within the limit
+        freed = box.execute("import glob, os\nfor f in glob.glob('part*'):\n    os.unlink(f)")
+        assert freed.ok, freed.notice
+        again = box.execute("open('again', 'wb').write(b'x' * (30 << 20)); import time; time.sleep(0.5)")
+        assert again.ok, again.notice
+
+
 def test_a_cell_filling_its_home_is_stopped_too(tmp_path):
     """HOME (and IPython's and matplotlib's folders) lie outside the working folder but are written through to
     the host: the folder limit holds every writable folder together."""

@@ -21,7 +21,7 @@ class SandboxLimits:
     network: bool = False  # shorthand for the policy's `network`
     env: tuple[tuple[str, str], ...] = field(default=())
     isolation: IsolationPolicy = field(default_factory=IsolationPolicy.from_env)
-    folder_mb: int | None = 2048  # what the working folder may grow by in one cell (measured every 0.1 s)
+    folder_mb: int | None = 2048  # what the writable folders may grow by from the first cell (measured every 0.1 s)
 
     def policy(self) -> IsolationPolicy:
         return self.isolation.widened(network=self.network)

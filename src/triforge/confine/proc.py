@@ -214,12 +214,14 @@ Folders = tuple["str | os.PathLike[str] | Sequence[str | os.PathLike[str]]", int
 
 
 def watches(pids: Callable[[], set[int]], *, tree_memory_mb: int | None = None,
-            folder: Folders | None = None, holders: Callable[[], set[int]] | None = None) -> Watch | None:
+            folder: Folders | None = None, holders: Callable[[], set[int]] | None = None,
+            since: dict[str, float] | None = None) -> Watch | None:
     """What is measured every 0.1 s while a program runs: the memory of its tree (`pids()`) where no memory
     cgroup holds it, and how much its writable folders grew together (`folder`: its working folder, or a
     sequence of every folder it may write, the working folder first; and the MiB they may grow by). Files
     deleted there but still held open or mapped by the processes of `holders()` (default `pids()`) count
-    too: the disk they take is no longer in any folder."""
+    too: the disk they take is no longer in any folder. `since`: a folder's size to count growth from (a
+    kernel's working folder from its first cell, so that growth adds up over cells), by its real path."""
     holders = holders or pids
     start: dict[str, float] = {}
     one = True
@@ -227,7 +229,10 @@ def watches(pids: Callable[[], set[int]], *, tree_memory_mb: int | None = None,
         paths = [folder[0]] if isinstance(folder[0], (str, os.PathLike)) else list(folder[0])
         one = len(outermost(paths)) == 1
         # a folder too large to measure every 0.1 s from the start is not watched
-        start = {p: mb for p in outermost(paths) if (mb := folder_mb(p)) != float("inf")}
+        for p in outermost(paths):
+            mb = since[p] if since and p in since else folder_mb(p)
+            if mb != float("inf"):
+                start[p] = mb
     seen, due = dict(start), dict.fromkeys(start, 0.0)
     roots = list(start)
     held_at_start = held_deleted_mb(holders(), roots) if start else 0.0

@@ -8,6 +8,7 @@ bomb, a flood of output all come back as an `ExecResult`, and the sandbox stays 
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import tempfile
 import time
@@ -19,6 +20,7 @@ from triforge.confine import proc
 from triforge.confine.host import Isolation
 from triforge.confine.isolation import IsolationPolicy
 from triforge.confine.limits import SandboxLimits
+from triforge.confine.tree import folder_mb, outermost
 from triforge.core.errors import UserError
 from triforge.sandbox.kernel_process import KernelProcess, SandboxError, writable_in
 from triforge.sandbox.output import CappedText, strip_ansi
@@ -99,6 +101,8 @@ class KernelSandbox:
         if self.workdir is not None:
             self.workdir.mkdir(parents=True, exist_ok=True)
         self._cells = itertools.count(1)
+        self._since: dict[str, float] = {}
+        self._since_kernel: KernelProcess | None = None
         self._kernel: KernelProcess | None = None
         try:
             self._kernel = self._new_kernel()
@@ -208,6 +212,18 @@ class KernelSandbox:
         assert self.workdir is not None
         return [str(self.workdir), *(kernel.writable or ())]
 
+    def _folder_since(self, kernel: KernelProcess) -> dict[str, float]:
+        """Sizes to count a cell's folder growth from: the working folder's at this sandbox's first cell, the
+        kernel's own folders' (its HOME) at that kernel's first cell. Growth adds up over cells, so a limit
+        of N MiB is N for the sandbox, not N per cell."""
+        work = os.path.realpath(str(self.workdir))
+        if self._since_kernel is not kernel:
+            self._since_kernel, self._since = kernel, {k: v for k, v in self._since.items() if k == work}
+        for path in outermost(self._writable(kernel)):
+            if path not in self._since:
+                self._since[path] = folder_mb(path)
+        return self._since
+
     def _execute(self, code: str, timeout: float) -> ExecResult:
         kernel = self._kernel
         assert kernel is not None
@@ -227,7 +243,9 @@ class KernelSandbox:
         watch = proc.watches(lambda: kernel.members() if kernel.strays() else set(),
                              tree_memory_mb=self.limits.memory_mb if "memory" not in kernel.cgroups.dirs else None,
                              folder=(self._writable(kernel), self.limits.folder_mb)
-                             if self.workdir is not None and self.limits.folder_mb else None, holders=kernel.members)
+                             if self.workdir is not None and self.limits.folder_mb else None, holders=kernel.members,
+                             since=self._folder_since(kernel) if self.workdir is not None and self.limits.folder_mb
+                             else None)
         t0 = time.monotonic()
         msg_id = kernel.send_execute(code)
         deadline = t0 + timeout
