@@ -136,6 +136,16 @@ def test_growth_adds_up_over_cells(tmp_path):
         assert not any("grew by" in n for n in notices[:3]), notices  # 90 MB: within the limit
         freed = box.execute("import glob, os\nfor f in glob.glob('part*'):\n    os.unlink(f)")
         assert freed.ok, freed.notice
+        # the same with files deleted but kept open across cells (the kernel's state outlives a cell)
+        box.execute("import os\nheld = []")
+        notices = []
+        for cell in range(6):
+            r = box.execute(f"f = open('h{cell}', 'wb'); os.unlink('h{cell}'); f.write(b'x' * (30 << 20)); "
+                            "f.flush(); held.append(f); import time; time.sleep(0.5)")
+            notices.append(r.notice or "")
+            if r.restarted:
+                break
+        assert any("grew by more than 100 MiB" in n for n in notices), notices
         again = box.execute("open('again', 'wb').write(b'x' * (30 << 20)); import time; time.sleep(0.5)")
         assert again.ok, again.notice
 

@@ -25,7 +25,6 @@ from triforge.confine.tree import (
     descendants,
     folder_mb,
     held_deleted,
-    held_deleted_mb,
     memfd_maps,
     memfd_mb,
     memfd_open,
@@ -235,7 +234,6 @@ def watches(pids: Callable[[], set[int]], *, tree_memory_mb: int | None = None,
                 start[p] = mb
     seen, due = dict(start), dict.fromkeys(start, 0.0)
     roots = list(start)
-    held_at_start = held_deleted_mb(holders(), roots) if start else 0.0
     mapped: dict[tuple[int, int, int], int] = {}
     maps_due = [0.0]
 
@@ -254,7 +252,7 @@ def watches(pids: Callable[[], set[int]], *, tree_memory_mb: int | None = None,
             mapped.update(held_deleted(held, roots, opened=False))
             maps_due[0] = now + 100 * (time.monotonic() - now)
         held_now = sum({**mapped, **held_deleted(held, roots, mapped=False)}.values()) / (1 << 20)
-        return sum(seen[p] - start[p] for p in start) + held_now - held_at_start
+        return sum(seen[p] - start[p] for p in start) + held_now  # all held count: none were in the folder
 
     memfd_mapped: list[MemfdMaps] = [({}, 0)]
     memfd_due = [0.0]
