@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/sandbox_watch_cost.py [--old-src TREE/src] [--rounds 300]
 
 The watch of a cell (`proc.watches`, built as `KernelSandbox._execute` builds it: the folder limit over the
-working folder and the kernel's own folders, the memory of the tree where no memory cgroup holds it) is
+working folder and the kernel's own folders, the memory of the tree where no memory cgroup holds it, taken
+over all the kernel's processes as when a cell has started children) is
 called `--rounds` times on a live kernel that has imported numpy (its /proc maps then run to about 1,000
 lines); and `execute("1+1")` is timed as often. With `--old-src`, the same is measured for that tree in a
 child process, interleaved round by round is not possible across processes, so the two run one after the
@@ -87,7 +88,8 @@ def main() -> None:
     lines = [f"# The kernel sandbox's watch: cost per check and a cell's round trip, {date} ({who})", "",
              f"{os.cpu_count()} cores; a kernel that imported numpy; {args.rounds} checks and round trips per run; "
              "runs one after the other (load beside each). The memory of the tree is measured only where no "
-             "memory cgroup holds it (an ordinary user).", "",
+             "memory cgroup holds it (an ordinary user), over all the kernel's processes, as when a cell has started "
+             "children (without children the sandbox measures the kernel's memfd files only).", "",
              "| tree | check p50 ms | check p90 ms | `execute(\"1+1\")` p50 ms | p90 ms | memory measured | load |",
              "|---|---|---|---|---|---|---|"]
     for r in runs:
