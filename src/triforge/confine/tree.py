@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import psutil
 
@@ -45,9 +45,8 @@ def memory_mb(pids: set[int]) -> float:
 MemfdMaps = tuple[dict[int, int], int]  # largest mapping of each memfd (by inode), PSS of memfd mappings (KiB)
 
 
-def memfd_open(pids: Iterable[int]) -> dict[int, int]:
-    """Anonymous memory files (memfd_create) open in `pids`: allocated bytes by inode."""
-    files: dict[int, int] = {}
+def open_files(pids: Iterable[int], wanted: Callable[[str], bool]) -> Iterator[os.stat_result]:
+    """The files `pids` hold open whose /proc link target (a path, `... (deleted)`, `/memfd:...`) is `wanted`."""
     for pid in pids:
         fd_dir = f"/proc/{pid}/fd"
         try:
@@ -56,13 +55,15 @@ def memfd_open(pids: Iterable[int]) -> dict[int, int]:
             continue
         for fd in fds:
             try:
-                if not os.readlink(f"{fd_dir}/{fd}").startswith("/memfd:"):
-                    continue
-                st = os.stat(f"{fd_dir}/{fd}")
+                if wanted(os.readlink(f"{fd_dir}/{fd}")):
+                    yield os.stat(f"{fd_dir}/{fd}")
             except OSError:
                 continue
-            files[st.st_ino] = st.st_blocks * 512
-    return files
+
+
+def memfd_open(pids: Iterable[int]) -> dict[int, int]:
+    """Anonymous memory files (memfd_create) open in `pids`: allocated bytes by inode."""
+    return {st.st_ino: st.st_blocks * 512 for st in open_files(pids, lambda t: t.startswith("/memfd:"))}
 
 
 def memfd_maps(pids: Iterable[int]) -> MemfdMaps:
@@ -147,23 +148,11 @@ def held_deleted(pids: Iterable[int], roots: Iterable[str], *, opened: bool = Tr
     def under(path: str) -> bool:
         return any(path.startswith(p) for p in prefixes)
 
-    for pid in pids:
-        fd_dir = f"/proc/{pid}/fd"
-        try:
-            fds = os.listdir(fd_dir) if opened else []
-        except OSError:
-            fds = []
-        for fd in fds:
-            try:
-                target = os.readlink(f"{fd_dir}/{fd}")
-                if not (target.endswith(" (deleted)") and under(target[: -len(" (deleted)")])):
-                    continue
-                st = os.stat(f"{fd_dir}/{fd}")
-            except OSError:
-                continue
+    pids = list(pids)
+    if opened:
+        for st in open_files(pids, lambda t: t.endswith(" (deleted)") and under(t[: -len(" (deleted)")])):
             found[(os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)] = st.st_blocks * 512
-        if not mapped:
-            continue
+    for pid in pids if mapped else ():
         try:
             with open(f"/proc/{pid}/maps", "rb") as f:
                 raw = f.read()
