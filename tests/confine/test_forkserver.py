@@ -276,3 +276,8 @@ def test_ipc_objects_of_one_program_are_gone_for_the_next(runtime, tmp_path):
     assert left.stdout.split() == ["True"] * 5, left.stderr[-600:]
     found = _py(tmp_path / "b", IPC_FIND).result
     assert found.stdout.split() == ["-1", "-1", "-1", "-1"], found.stdout
+
+
+def test_host_sockets_under_run_are_not_seen(runtime, tmp_path):
+    r = _py(tmp_path / "w", "import os\nprint(sorted(os.listdir('/run')), os.path.exists('/var/run/dbus'))\n").result
+    assert r.returncode == 0 and r.stdout.split() == ["[]", "False"], (r.stdout, r.stderr[-600:])

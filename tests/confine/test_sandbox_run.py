@@ -603,3 +603,55 @@ def test_detached_sysv_segments_are_bounded_by_the_memory_limit(tmp_path):
         assert os.geteuid() == 0, r.stderr[-600:]
     honest = _py(tmp_path, SYSV.replace("range(60)", "range(3)"), timeout=30, limits=ProcLimits(memory_mb=256)).result
     assert honest.returncode == 0 and honest.stdout.split()[-1] == "30", honest.stderr[-600:]
+
+
+# A host daemon's Unix socket is a way out whatever the mount says: connect() ignores a read-only mount, and
+# D-Bus or systemd's socket starts programs outside, docker's gives root. They live under /run.
+CONNECT = """
+import socket, sys
+for path in sys.argv[1:]:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        print('reached', path)
+    except OSError as e:
+        print('refused', path, e.errno)
+"""
+
+
+def test_host_unix_sockets_under_run_are_not_reachable(tmp_path):
+    import socket
+
+    run_dir = Path("/run")
+    listeners, paths = [], []
+    if os.access(run_dir, os.W_OK):  # root: plant a daemon's socket at /run and one below a folder in it
+        for rel in (f"tf-probe-{os.getpid()}.sock", f"tf-probe-{os.getpid()}/bus"):
+            path = run_dir / rel
+            path.parent.mkdir(exist_ok=True)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(str(path))
+            s.listen(1)
+            listeners.append((s, path))
+            paths.append(str(path))
+    paths += [p for p in ("/run/dbus/system_bus_socket", "/var/run/docker.sock", "/run/systemd/private")
+              if os.path.exists(p)]
+    (tmp_path / "prog.py").write_text(CONNECT + "import os\nprint('run holds', sorted(os.listdir('/run')))\n")
+    try:
+        r = run_isolated([sys.executable, "-I", "prog.py", *paths], workdir=tmp_path, timeout=20).result
+    finally:
+        for s, path in listeners:
+            s.close()
+            path.unlink()
+        if listeners:
+            (run_dir / f"tf-probe-{os.getpid()}").rmdir()
+    assert r.returncode == 0, r.stderr[-600:]
+    assert "reached" not in r.stdout and "run holds []" in r.stdout, r.stdout
+
+
+def test_a_unix_socket_of_the_program_itself_works(tmp_path):
+    """Honest use: a server and client of the program's own, in its working folder."""
+    code = ("import os, socket\ns = socket.socket(socket.AF_UNIX); s.bind('own.sock'); s.listen(1)\n"
+            "c = socket.socket(socket.AF_UNIX); c.connect('own.sock'); a, _ = s.accept(); c.sendall(b'hi')\n"
+            "print(a.recv(2).decode())\n")
+    r = _py(tmp_path, code).result
+    assert r.returncode == 0 and r.stdout.strip() == "hi", r.stderr[-600:]

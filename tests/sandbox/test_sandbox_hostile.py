@@ -183,6 +183,12 @@ def test_memory_in_anonymous_files_is_bounded(hostile, sb):
         assert "memory limit" in (r.notice or ""), r.notice
 
 
+def test_host_sockets_under_run_are_not_seen(sb):
+    """D-Bus, systemd, docker and the user's agents keep their sockets under /run: a cell sees it empty."""
+    r = sb.execute("import os\nsorted(os.listdir('/run')), os.path.exists('/var/run/dbus')")
+    assert r.result == "([], False)", (r.result, r.notice)
+
+
 def test_fork_bomb_is_contained(hostile):
     # A generous deadline: on a loaded machine forking 128 processes can take seconds, and the limit is
     # reached (and named) long before the deadline; a quiet machine still ends in well under a second.

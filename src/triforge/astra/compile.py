@@ -99,9 +99,11 @@ def confined_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, s
 
 
 def cuda_reads() -> tuple[str, ...]:
-    """The host folders a confined CUDA process must read besides the interpreter's (the CUDA headers)."""
+    """The host folders a confined CUDA process must read besides the interpreter's: the CUDA headers, and
+    the driver's own places under /run, which the sandbox covers (a containerised driver's root, the
+    persistence daemon's socket)."""
     inc = cuda_include_dir()
-    return (inc,) if inc else ()
+    return tuple(p for p in (inc, "/run/nvidia", "/run/nvidia-persistenced") if p and os.path.isdir(p))
 
 
 def cache_key(source: str, options: list[str], names: list[str], nvrtc_version: str) -> str:

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import astuple
 from pathlib import Path
 
+from triforge.confine import isolation as isolation_module
 from triforge.confine import proc, unix_socket
 from triforge.confine.host import CgroupSet, verify
 from triforge.confine.isolation import (
@@ -89,7 +90,9 @@ def runtime_dir() -> Path | None:
 def _key(policy: IsolationPolicy, preload: Sequence[str]) -> str:
     """What a server was started for: a server is reused only where all of it is the same."""
     parts = [os.path.realpath(sys.executable), sys.version, repr(astuple(policy)), ",".join(preload),
-             SERVER.read_text(), LAUNCHER.read_text(), f"tmp {tmp_size_mb()} MiB", *_bound_back()]
+             SERVER.read_text(), LAUNCHER.read_text(), f"tmp {tmp_size_mb()} MiB", *_bound_back(),
+             # the code that writes the launcher's spec: what it covers, bounds and mounts
+             Path(__file__).read_text(), Path(isolation_module.__file__).read_text()]
     for name in preload:
         spec = importlib.util.find_spec(name.split(".")[0])
         origin = spec.origin if spec is not None and spec.origin else ""

@@ -25,6 +25,10 @@ ENV_VAR = "TRIFORGE_ISOLATION"
 LAUNCHER = Path(__file__).with_name("launcher.py")
 # private, empty and writable inside; the host's own stay untouched
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+# covered by an empty read-only folder: where the host's daemons keep their Unix sockets (D-Bus, systemd,
+# docker, containerd, podman, the user's ssh and gpg agents under /run/user/UID). A read-only mount does not
+# stop connect(), and AF_UNIX must stay open (the kernel's own ZeroMQ sockets), so they must not be seen.
+HOST_SOCKETS = ("/run", "/var/run")
 # Each private temporary folder is a tmpfs of at most this many MiB (TRIFORGE_TMP_MB): its pages are memory
 # that RLIMIT_AS does not count, and without a memory cgroup (an ordinary user) nothing else would bound them.
 TMP_ENV = "TRIFORGE_TMP_MB"
@@ -138,6 +142,9 @@ def filesystem_spec(policy: IsolationPolicy, writable: list[str]) -> dict[str, A
     home = os.path.realpath(os.path.expanduser("~"))
     if policy.hide_home and home != "/" and os.path.isdir(home):
         cover[home] = "ro"
+    for path in HOST_SOCKETS:
+        if os.path.isdir(real := os.path.realpath(path)):
+            cover.setdefault(real, "ro")
     # an explicit widening wins: a kept path holding a covered one leaves that one uncovered
     cover = {c: m for c, m in cover.items() if not any(_under(c, k) and k != c for k in rw + ro)}
     cover = {c: m for c, m in cover.items() if not any(_under(c, o) and o != c for o in cover)}
