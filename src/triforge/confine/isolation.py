@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field, replace
@@ -148,7 +149,30 @@ def filesystem_spec(policy: IsolationPolicy, writable: list[str]) -> dict[str, A
     # an explicit widening wins: a kept path holding a covered one leaves that one uncovered
     cover = {c: m for c, m in cover.items() if not any(_under(c, k) and k != c for k in rw + ro)}
     cover = {c: m for c, m in cover.items() if not any(_under(c, o) and o != c for o in cover)}
-    return {"cover": cover, "keep_ro": ro, "keep_rw": rw, "tmp_size_mb": tmp_size_mb()}
+    # every other socket a host process listens on (LXD's under /var/snap, another user's agent) is masked
+    # (seen where no cover hides it, or where a kept path shows it again; the run's own writable places aside)
+    masks = [p for p in host_sockets() if (not any(_under(p, c) for c in cover) or any(_under(p, k) for k in ro))
+             and not any(_under(p, k) for k in rw)]
+    return {"cover": cover, "keep_ro": ro, "keep_rw": rw, "tmp_size_mb": tmp_size_mb(), "mask_sockets": masks}
+
+
+def host_sockets() -> list[str]:
+    """The paths of the Unix sockets bound in this network namespace (/proc/net/unix) that exist as sockets."""
+    try:
+        with open("/proc/net/unix") as f:
+            rows = f.read().splitlines()[1:]
+    except OSError:
+        return []
+    found = set()
+    for row in rows:
+        cols = row.split(maxsplit=7)
+        if len(cols) == 8 and cols[7].startswith("/"):
+            try:
+                if stat.S_ISSOCK(os.lstat(cols[7]).st_mode):
+                    found.add(cols[7])
+            except OSError:
+                continue
+    return sorted(found)
 
 
 def tmp_size_mb() -> int:

@@ -11,6 +11,7 @@ the parent stays as PID 1 and only reaps orphans, the child runs ipykernel (`ker
 
 import json
 import os
+import stat
 import sys
 
 # The script's own directory (triforge/core) must not shadow modules such as `trace`.
@@ -110,6 +111,9 @@ def _confine_filesystem(fs: dict) -> None:
         bound.append((path, rw))
     for fd in fds.values():
         os.close(fd)
+    for path in fs.get("mask_sockets", []):  # a host daemon's socket outside the covered places: /dev/null on it
+        if os.path.lexists(path) and stat.S_ISSOCK(os.lstat(path).st_mode):
+            mount("/dev/null", path, None, ms_bind, None)
     setattr_("/", attr_rdonly, 0, True)
     # only these exact mounts become writable again: what is bound below them stays read-only
     for path in [c for c, mode in cover.items() if mode == "rw"] + [p for p, rw in bound if rw]:
