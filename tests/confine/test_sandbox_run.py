@@ -673,3 +673,41 @@ def test_a_host_socket_anywhere_visible_is_masked(tmp_path):
         s.close()
         plant.unlink()
     assert r.returncode == 0 and "reached" not in r.stdout and "refused" in r.stdout, (r.stdout, r.stderr[-600:])
+
+
+DEVICES = """
+import multiprocessing, os, subprocess, sys
+print('dev', sorted(os.listdir('/dev')))
+for p in sys.argv[1:]:
+    try:
+        os.close(os.open(p, os.O_RDONLY | os.O_NONBLOCK))
+        print('OPENED', p)
+    except OSError:
+        pass
+with open('/dev/null', 'w') as f:
+    f.write('x')
+assert len(open('/dev/urandom', 'rb').read(8)) == 8
+m, s = os.openpty()
+os.write(m, b'hi\\n')
+assert os.read(s, 3) == b'hi\\n'
+open('/dev/shm/x', 'w').write('x')
+lock = multiprocessing.Lock()  # a POSIX semaphore in /dev/shm
+with lock:
+    pass
+print(subprocess.run(['true'], stdin=subprocess.DEVNULL).returncode, os.path.realpath('/dev/stdout'))
+"""
+
+
+def test_only_the_usual_device_nodes_are_there(tmp_path):
+    """The host's /dev has raw disks, /dev/kvm, loop devices: uid 0 opens them without any capability, and a
+    read-only mount does not stop writes to a device. The sandbox gets a /dev of null, zero, full, random,
+    urandom, tty, ptmx and pts; what programs use of them keeps working."""
+    host = sorted(str(p) for p in Path("/dev").iterdir() if p.is_block_device() or p.name in ("kvm", "fuse", "mem",
+                                                                                            "kmsg", "loop-control"))
+    (tmp_path / "prog.py").write_text(DEVICES)
+    r = run_isolated([sys.executable, "-I", "prog.py", *host], workdir=tmp_path, timeout=30).result
+    assert r.returncode == 0, r.stderr[-800:]
+    seen = eval(r.stdout.split("dev ", 1)[1].splitlines()[0])
+    assert set(seen) <= {"null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "fd", "stdin", "stdout",
+                         "stderr", "shm"}, seen
+    assert {"null", "urandom", "shm", "fd"} <= set(seen) and "OPENED" not in r.stdout, r.stdout

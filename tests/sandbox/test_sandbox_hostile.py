@@ -187,6 +187,9 @@ def test_host_sockets_under_run_are_not_seen(sb):
     """D-Bus, systemd, docker and the user's agents keep their sockets under /run: a cell sees it empty."""
     r = sb.execute("import os\nsorted(os.listdir('/run')), os.path.exists('/var/run/dbus')")
     assert r.result == "([], False)", (r.result, r.notice)
+    r = sb.execute("import os\nsorted(os.listdir('/dev'))")  # and a /dev without raw disks, loop devices, kvm
+    assert set(eval(r.result)) <= {"null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "fd", "stdin",
+                                   "stdout", "stderr", "shm"}, r.result
 
 
 def test_fork_bomb_is_contained(hostile):

@@ -103,7 +103,9 @@ class Worker:
 
     def effective_policy(self) -> IsolationPolicy:
         base = self.policy or IsolationPolicy.from_env()
-        return base.widened(read_only=(*cuda_reads(), *sorted(self.reads)), writable=(str(cache_dir()),))
+        # the GPU's device nodes (/dev/nvidia*, and which of them a driver needs varies): the host's /dev
+        return base.widened(read_only=(*cuda_reads(), *sorted(self.reads)), writable=(str(cache_dir()),),
+                            host_devices=True)
 
     def start(self) -> None:
         policy = self.effective_policy()

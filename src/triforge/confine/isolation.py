@@ -30,6 +30,10 @@ PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 # docker, containerd, podman, the user's ssh and gpg agents under /run/user/UID). A read-only mount does not
 # stop connect(), and AF_UNIX must stay open (the kernel's own ZeroMQ sockets), so they must not be seen.
 HOST_SOCKETS = ("/run", "/var/run")
+# The device nodes a program sees: /dev is a fresh read-only tmpfs with only these bound in (and its fd,
+# stdin, stdout, stderr links, and the private /dev/shm). The host's /dev holds raw disks and /dev/kvm, which
+# uid 0 opens without any capability (a read-only mount does not stop writing to a device).
+DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts")
 # Each private temporary folder is a tmpfs of at most this many MiB (TRIFORGE_TMP_MB): its pages are memory
 # that RLIMIT_AS does not count, and without a memory cgroup (an ordinary user) nothing else would bound them.
 TMP_ENV = "TRIFORGE_TMP_MB"
@@ -52,6 +56,7 @@ class IsolationPolicy:
     hide_home: bool = True  # cover the user's home with an empty read-only directory
     read_only: tuple[str, ...] = ()  # host paths visible read-only even where hidden (data handed in)
     writable: tuple[str, ...] = ()  # host paths writable besides the workdir
+    host_devices: bool = False  # see the host's /dev (a GPU process); else a /dev of DEV_NODES only
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **fields: Any) -> IsolationPolicy:
@@ -62,9 +67,10 @@ class IsolationPolicy:
         return cls(enabled=value != "none", **fields)
 
     def widened(self, *, network: bool = False, read_only: tuple[str, ...] = (),
-                writable: tuple[str, ...] = ()) -> IsolationPolicy:
+                writable: tuple[str, ...] = (), host_devices: bool = False) -> IsolationPolicy:
         return replace(self, network=self.network or network, read_only=tuple(sorted({*self.read_only, *read_only})),
-                       writable=tuple(sorted({*self.writable, *writable})))
+                       writable=tuple(sorted({*self.writable, *writable})),
+                       host_devices=self.host_devices or host_devices)
 
     def record(self) -> dict[str, Any]:
         """Plain data for a run's record: the policy as asked, with the mechanism that holds it here."""
@@ -153,7 +159,9 @@ def filesystem_spec(policy: IsolationPolicy, writable: list[str]) -> dict[str, A
     # (seen where no cover hides it, or where a kept path shows it again; the run's own writable places aside)
     masks = [p for p in host_sockets() if (not any(_under(p, c) for c in cover) or any(_under(p, k) for k in ro))
              and not any(_under(p, k) for k in rw)]
-    return {"cover": cover, "keep_ro": ro, "keep_rw": rw, "tmp_size_mb": tmp_size_mb(), "mask_sockets": masks}
+    dev = None if policy.host_devices else [f"/dev/{n}" for n in DEV_NODES if os.path.lexists(f"/dev/{n}")]
+    return {"cover": cover, "keep_ro": ro, "keep_rw": rw, "tmp_size_mb": tmp_size_mb(), "mask_sockets": masks,
+            "dev": dev}
 
 
 def host_sockets() -> list[str]:

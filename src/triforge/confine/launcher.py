@@ -76,6 +76,31 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+def _minimal_dev(nodes: list[str]) -> None:
+    """A fresh /dev holding only `nodes`, bound from the host's (opened before /dev is covered), the usual
+    links, and an empty `shm` for the private one mounted next; read-only like the rest once confined."""
+    mount, _ = _mount_api()
+    ms_nosuid, ms_noexec, ms_bind, ms_rec = 2, 8, 4096, 16384
+    ptys = {"/dev/ptmx", "/dev/pts"}
+    fds = {p: os.open(p, os.O_PATH | os.O_CLOEXEC) for p in nodes if os.path.lexists(p) and p not in ptys}
+    mount("tmpfs", "/dev", "tmpfs", ms_nosuid | ms_noexec, "mode=755")
+    if ptys & set(nodes):  # pseudo-terminals of its own: a new devpts instance, /dev/ptmx its multiplexer
+        os.mkdir("/dev/pts")
+        mount("devpts", "/dev/pts", "devpts", ms_nosuid | ms_noexec, "newinstance,ptmxmode=0666,mode=0620")
+        os.symlink("pts/ptmx", "/dev/ptmx")
+    for path, fd in fds.items():
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            os.mkdir(path)
+        else:
+            open(path, "a").close()
+        mount(f"/proc/self/fd/{fd}", path, None, ms_bind | ms_rec, None)
+        os.close(fd)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"/dev/{name}")
+    os.mkdir("/dev/shm")
+
+
 def _confine_filesystem(fs: dict) -> None:
     """Private tmpfs over `cover` (the host's /tmp, the user's home...), the `keep_ro` and `keep_rw` paths
     bound back in at their own place, then every mount read-only except the writable ones.
@@ -86,6 +111,8 @@ def _confine_filesystem(fs: dict) -> None:
     mount, setattr_ = _mount_api()
     ms_nosuid, ms_nodev, ms_bind, ms_rec = 2, 4, 4096, 16384
     attr_rdonly = 0x1
+    if fs.get("dev") is not None:
+        _minimal_dev(fs["dev"])
     cover = {p: mode for p, mode in fs.get("cover", {}).items() if os.path.isdir(p)}
     keep = [(p, False) for p in fs.get("keep_ro", [])] + [(p, True) for p in fs.get("keep_rw", [])]
     for path, rw in keep:
