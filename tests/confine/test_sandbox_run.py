@@ -711,3 +711,10 @@ def test_only_the_usual_device_nodes_are_there(tmp_path):
     assert set(seen) <= {"null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "fd", "stdin", "stdout",
                          "stderr", "shm"}, seen
     assert {"null", "urandom", "shm", "fd"} <= set(seen) and "OPENED" not in r.stdout, r.stdout
+
+
+def test_the_isolation_read_back_says_whether_dev_and_run_are_the_hosts():
+    held = verified(IsolationPolicy.from_env())
+    assert held.own_dev and held.run_hidden and "own /dev; /run hidden" in held.confinement()
+    gpu = verified(IsolationPolicy.from_env().widened(host_devices=True))
+    assert not gpu.own_dev and "host /dev" in gpu.confinement()

@@ -178,6 +178,8 @@ class Isolation:
     user_namespace: bool = False  # runs in an unprivileged user namespace (no root on the host needed)
     mechanism: str = "none"
     seccomp: bool = False  # a seccomp filter is installed (the second layer; its absence is a note, not a gap)
+    own_dev: bool = False  # a /dev of its own (the usual nodes only), not the host's
+    run_hidden: bool = False  # /run (the host daemons' sockets) is covered
 
     def gaps(self, network_allowed: bool = False, home_allowed: bool = False) -> list[str]:
         """What the policy asks for and is not in force (empty when it holds)."""
@@ -205,7 +207,8 @@ class Isolation:
         tmp = "private /tmp" if self.private_tmp else "host /tmp"
         home = "home hidden" if self.home_hidden else "home visible"
         sec = "seccomp filter" if self.seccomp else "no seccomp filter"
-        return f"mechanism: {self.mechanism}; network: {net}; {pid}; {fs}; {tmp}; {home}; {caps}; {sec}"
+        dev = ("own /dev" if self.own_dev else "host /dev") + ("; /run hidden" if self.run_hidden else "")
+        return f"mechanism: {self.mechanism}; network: {net}; {pid}; {fs}; {tmp}; {home}; {dev}; {caps}; {sec}"
 
     def summary(self) -> str:
         return (f"{self.confinement()}; processes: {self.process_limit}; memory: {self.memory_limit}; "
@@ -304,6 +307,7 @@ def verify(kernel_pid: int, cgroups: CgroupSet, cpu_seconds: int | None = None, 
     return Isolation(
         network_isolated, pid_ns, process_limit, memory_limit, cpu_limit, caps, writable, rl, tuple(notes),
         private_tmp, home_hidden, _ns(kernel_pid, "user") not in ("", _ns("self", "user")), mechanism, seccomp,
+        own_dev=_own_view(kernel_pid, "/dev"), run_hidden=_own_view(kernel_pid, "/run") or not os.path.isdir("/run"),
     )
 
 
