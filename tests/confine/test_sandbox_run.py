@@ -659,20 +659,25 @@ def test_a_unix_socket_of_the_program_itself_works(tmp_path):
 
 def test_a_host_socket_anywhere_visible_is_masked(tmp_path):
     """Outside the covered places too (LXD's socket lives under /var/snap): every socket a host process
-    listens on is masked in the sandbox. Planted in the package's own folder, which the sandbox reads."""
+    listens on is masked in the sandbox. Planted in a folder handed in read-only, which the sandbox sees."""
     import socket
 
-    plant = Path(isolation.LAUNCHER).parents[2] / f"tf-probe-{os.getpid()}.sock"
+    shown = tmp_path / "shown"
+    shown.mkdir()
+    plant = shown / "daemon.sock"
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.bind(str(plant))
     s.listen(1)
-    (tmp_path / "prog.py").write_text(CONNECT + "import os\nprint('seen', os.path.exists(sys.argv[1]))\n")
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "prog.py").write_text(CONNECT + "import os\nprint('seen', os.path.exists(sys.argv[1]))\n")
+    policy = IsolationPolicy.from_env().widened(read_only=(str(shown),))
     try:
-        r = run_isolated([sys.executable, "-I", "prog.py", str(plant)], workdir=tmp_path, timeout=20).result
+        r = run_isolated([sys.executable, "-I", "prog.py", str(plant)], workdir=tmp_path / "w", timeout=20,
+                         policy=policy).result
     finally:
         s.close()
-        plant.unlink()
-    assert r.returncode == 0 and "reached" not in r.stdout and "refused" in r.stdout, (r.stdout, r.stderr[-600:])
+    assert r.returncode == 0 and "seen True" in r.stdout, (r.stdout, r.stderr[-600:])  # the folder is there
+    assert "reached" not in r.stdout and "refused" in r.stdout, (r.stdout, r.stderr[-600:])
 
 
 DEVICES = """
