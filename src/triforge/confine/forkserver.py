@@ -165,14 +165,15 @@ class _Slot:
         try:
             unix_socket.bind(listener, self.sock)
             listener.listen(8)
-            argv = [sys.executable, str(SERVER), str(listener.fileno()), f"{idle_seconds():g}", ",".join(preload)]
             spec_path = self.folder / "spec.json"  # read by the launcher before it covers /tmp
             launch = plan(policy, spec_path, writable=[str(self.work)], one_shot=True)
+            # POSIX message queues of the server's IPC namespace, mounted where the server lists them to
+            # remove what one program left for the next (forkserver_main._clear_ipc)
+            mqueues = MQUEUE_DIR if launch.spec.get("filesystem") else None
+            argv = [sys.executable, str(SERVER), str(listener.fileno()), f"{idle_seconds():g}", ",".join(preload),
+                    *([mqueues] if mqueues else [])]
             spec = {**launch.spec, "reaper": False, "cgroups": [], "rlimits": rlimits_spec(proc.ProcLimits()),
-                    "cwd": str(self.work), "exec_argv": argv,
-                    # POSIX message queues of the server's IPC namespace, listed there so that the server can
-                    # remove what one program left for the next (forkserver_main._clear_ipc)
-                    "mqueue_mount": MQUEUE_DIR if launch.spec.get("filesystem") else None}
+                    "cwd": str(self.work), "exec_argv": argv, "mqueue_mount": mqueues}
             spec_path.write_text(json.dumps(spec))
             with open(self.folder / "server.log", "ab") as log:
                 popen = subprocess.Popen(launch.argv, cwd=self.work, start_new_session=True, env=scrubbed_env(self.work),
@@ -293,7 +294,7 @@ def run_forked(
         slot.release()
 
 
-MQUEUE_DIR = "/dev/shm/.mqueue"  # inside the server's private /dev/shm; forkserver_main reads the same path
+MQUEUE_DIR = "/dev/shm/.mqueue"  # inside the server's private /dev/shm; handed to forkserver_main as argv[4]
 
 
 def _begin(slot: _Slot, req: dict, fds: list[int], policy: IsolationPolicy, preload: Sequence[str]

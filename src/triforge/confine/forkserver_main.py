@@ -1,6 +1,6 @@
 """The fork server's own side: runs inside the isolation, imports the heavy modules once, forks per program.
 
-    python forkserver_main.py LISTEN_FD IDLE_S MODULE[,MODULE...]
+    python forkserver_main.py LISTEN_FD IDLE_S MODULE[,MODULE...] [MQUEUE_DIR]
 
 Started by `triforge.confine.forkserver` through the launcher (so under the same namespaces, mounts,
 dropped capabilities and seccomp filter as a one-shot run), as PID 1 of its PID namespace: no program
@@ -238,24 +238,21 @@ def _sweep(path: str, dev: int, keep: set[str]) -> None:
                 pass
 
 
-MQUEUE_DIR = "/dev/shm/.mqueue"  # where the launcher mounted this namespace's POSIX message queues
+_MQUEUES: list[str] = []  # where the launcher mounted this namespace's POSIX message queues (argv[4]), if it did
 
 
 def _clear_ipc() -> None:
     """Remove every SysV shared memory segment, semaphore set and message queue, and every POSIX message
     queue, of this IPC namespace (the server's own: programs share it): one program's would outlive it,
     readable by the next by its key or name."""
+    import contextlib
     import ctypes
 
-    try:
-        for name in os.listdir(MQUEUE_DIR):
-            try:
-                os.unlink(os.path.join(MQUEUE_DIR, name))
-            except OSError:
-                pass
-    except OSError:
-        pass
-
+    for folder in _MQUEUES:
+        with contextlib.suppress(OSError):
+            for name in os.listdir(folder):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(folder, name))
     libc = ctypes.CDLL(None, use_errno=True)
     ipc_rmid = 0
     removers = {"shm": lambda i: libc.shmctl(i, ipc_rmid, None), "sem": lambda i: libc.semctl(i, 0, ipc_rmid),
@@ -349,6 +346,7 @@ def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
 
 def main() -> None:
     listen_fd, idle_s, modules = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+    _MQUEUES.extend(sys.argv[4:5])
     listener = socket.socket(fileno=listen_fd)
     os.set_inheritable(listen_fd, False)
     _prctl(_PR_SET_DUMPABLE, 0)  # programs of this uid may not open this process's memory through /proc

@@ -230,7 +230,7 @@ def plan(policy: IsolationPolicy, spec_path: Path, *, writable: list[str], one_s
         "drop_capabilities": True,
         "seccomp_bpf": (seccomp_filter().bpf or b"").hex() or None,  # None where libseccomp is missing
         # SysV shared memory of the sandbox's own IPC namespace: a detached segment's pages belong to no
-        # process, so they are bounded like a private /tmp (see `tmp_size_mb`)
+        # process, so the launcher bounds them by this (a private /tmp's size) or the memory rlimit if lower
         "sysv_shm_mb": tmp_size_mb() if "--ipc" in mech.unshare else None,
     }
     return LaunchPlan([*prefix, *cmd], spec, mech)

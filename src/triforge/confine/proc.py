@@ -19,9 +19,9 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from triforge.confine.tree import (
-    MemfdMaps,
     descendants,
     folder_mb,
     held_deleted,
@@ -212,70 +212,66 @@ Watch = Callable[[], "str | None"]  # a reason to stop the program now, or None
 Folders = tuple["str | os.PathLike[str] | Sequence[str | os.PathLike[str]]", int]
 
 
+class _Every:
+    """The last value of `read(*args)`, read again once `factor` times its last reading has passed (or when
+    `fresh`): a costly measurement then takes a bounded share of a core (1/factor), however large it grows."""
+
+    def __init__(self, read: Callable[..., Any], factor: float) -> None:
+        self.read, self.factor, self.due, self.value = read, factor, 0.0, None
+
+    def __call__(self, *args: Any, fresh: bool = False) -> Any:
+        if fresh or time.monotonic() >= self.due:
+            t0 = time.monotonic()
+            self.value = self.read(*args)
+            self.due = t0 + self.factor * (time.monotonic() - t0)
+        return self.value
+
+
 def watches(pids: Callable[[], set[int]], *, tree_memory_mb: int | None = None,
             folder: Folders | None = None, holders: Callable[[], set[int]] | None = None,
             since: dict[str, float] | None = None) -> Watch | None:
     """What is measured every 0.1 s while a program runs: the memory of its tree (`pids()`) where no memory
-    cgroup holds it, and how much its writable folders grew together (`folder`: its working folder, or a
-    sequence of every folder it may write, the working folder first; and the MiB they may grow by). Files
-    deleted there but still held open or mapped by the processes of `holders()` (default `pids()`) count
-    too: the disk they take is no longer in any folder. `since`: a folder's size to count growth from (a
-    kernel's working folder from its first cell, so that growth adds up over cells), by its real path."""
+    cgroup holds it, with what its processes hold in memfd files, and how much its writable folders grew
+    together (`folder`: its working folder, or a sequence of every folder it may write, the working folder
+    first; and the MiB they may grow by). Files deleted there but still held open or mapped by the processes
+    of `holders()` (default `pids()`) count too: the disk they take is no longer in any folder. `since`: a
+    folder's size to count growth from (a kernel's working folder from its first cell, so that growth adds up
+    over cells), by its real path."""
     holders = holders or pids
     start: dict[str, float] = {}
-    one = True
+    roots: list[str] = []
     if folder is not None:
-        paths = [folder[0]] if isinstance(folder[0], (str, os.PathLike)) else list(folder[0])
-        one = len(outermost(paths)) == 1
-        # a folder too large to measure every 0.1 s from the start is not watched
-        for p in outermost(paths):
-            mb = since[p] if since and p in since else folder_mb(p)
-            if mb != float("inf"):
+        roots = outermost([folder[0]] if isinstance(folder[0], (str, os.PathLike)) else folder[0])
+        for p in roots:  # a folder too large to measure every 0.1 s from the start is not watched
+            if (mb := since[p] if since and p in since else folder_mb(p)) != float("inf"):
                 start[p] = mb
-    seen, due = dict(start), dict.fromkeys(start, 0.0)
-    roots = list(start)
-    mapped: dict[tuple[int, int, int], int] = {}
-    maps_due = [0.0]
+    # a large shared folder (a compile cache) is measured once 20 times its measuring has passed; deleted files
+    # held through a mapping, and memfd mappings, once 100 times (reading a kernel's /proc maps takes 2.5 ms)
+    sizes = {p: _Every(folder_mb, 20) for p in start}
+    held_mapped = _Every(lambda held: held_deleted(held, list(start), opened=False), 100)
+    memfd_mapped = _Every(memfd_maps, 100)
+    memfd_last: dict[int, int] = {}
 
-    def grown() -> float:
-        # A folder is measured again once 20 times its last measuring has passed (at most every check): a
-        # large shared one (a compile cache) then costs the watch about 5% of a core, not a whole one.
-        for p in start:
-            if (now := time.monotonic()) >= due[p]:
-                seen[p] = folder_mb(p)
-                due[p] = now + 20 * (time.monotonic() - now)
-        # Deleted files still held: open ones every check (a few fds), mapped ones once 100 times their last
-        # reading has passed (reading a kernel's /proc maps takes about 2.5 ms: every 0.25 s).
-        held = holders()
-        if (now := time.monotonic()) >= maps_due[0]:
-            mapped.clear()
-            mapped.update(held_deleted(held, roots, opened=False))
-            maps_due[0] = now + 100 * (time.monotonic() - now)
-        held_now = sum({**mapped, **held_deleted(held, roots, mapped=False)}.values()) / (1 << 20)
-        return sum(seen[p] - start[p] for p in start) + held_now  # all held count: none were in the folder
+    def grown(held: set[int]) -> float:
+        deleted = {**held_mapped(held), **held_deleted(held, list(start), mapped=False)}  # none were in a folder
+        return sum(sizes[p](p) - mb for p, mb in start.items()) + sum(deleted.values()) / (1 << 20)
 
-    memfd_mapped: list[MemfdMaps] = [({}, 0)]
-    memfd_due = [0.0]
-    memfd_last: list[dict[int, int]] = [{}]
-
-    def in_memfds() -> float:
-        # Open memfds every check; their mappings (smaps) when the open ones changed (a mapped page just
-        # touched is in the PSS and in the blocks: both must be fresh to count it once), else once 100 times
-        # their last reading has passed.
-        held = holders()
+    def in_memfds(held: set[int]) -> float:
+        # the mappings are read again whenever the open memfds changed: a page just touched is in the PSS and
+        # in the blocks, and both must be fresh to count it once
+        nonlocal memfd_last
         opened = memfd_open(held)
-        if (now := time.monotonic()) >= memfd_due[0] or opened != memfd_last[0]:
-            memfd_mapped[0] = memfd_maps(held)
-            memfd_due[0] = now + 100 * (time.monotonic() - now)
-            memfd_last[0] = opened
-        return memfd_mb(opened, memfd_mapped[0])
+        maps = memfd_mapped(held, fresh=opened != memfd_last)
+        memfd_last = opened
+        return memfd_mb(opened, maps)
 
     def check() -> str | None:
-        if tree_memory_mb is not None and memory_mb(pids()) + in_memfds() > tree_memory_mb:
+        held = holders()
+        if tree_memory_mb is not None and memory_mb(pids()) + in_memfds(held) > tree_memory_mb:
             return (f"the program and the processes it started went past {tree_memory_mb} MiB together (the memory "
                     "limit, measured every 0.1 s where no memory cgroup holds it)")
-        if start and folder is not None and (more := grown()) > folder[1]:
-            if one:
+        if start and folder is not None and (more := grown(held)) > folder[1]:
+            if len(roots) == 1:
                 what = "holds too many files" if more == float("inf") else f"grew by more than {folder[1]} MiB"
                 return f"its working folder {what} (the folder limit, measured every 0.1 s)"
             what = "hold too many files" if more == float("inf") else f"grew by more than {folder[1]} MiB together"

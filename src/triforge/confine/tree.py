@@ -140,18 +140,15 @@ def held_deleted(pids: Iterable[int], roots: Iterable[str], *, opened: bool = Tr
                  mapped: bool = True) -> dict[tuple[int, int, int], int]:
     """Files under `roots` that are deleted but still held by a process in `pids`, open (`opened`) or mapped
     (`mapped`): disk the folder no longer shows. Keyed by (device major, minor, inode), so a file counts once;
-    bytes are an open file's allocated blocks, or for a mapping the largest mapping of that file (its blocks
-    cannot be read without an fd)."""
+    bytes are an open file's allocated blocks, else (held only by a mapping, whose blocks cannot be read
+    without an fd) the largest mapping of that file."""
     prefixes = [r.rstrip("/") + "/" for r in roots]
-    found: dict[tuple[int, int, int], int] = {}
 
     def under(path: str) -> bool:
         return any(path.startswith(p) for p in prefixes)
 
     pids = list(pids)
-    if opened:
-        for st in open_files(pids, lambda t: t.endswith(" (deleted)") and under(t[: -len(" (deleted)")])):
-            found[(os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)] = st.st_blocks * 512
+    spans: dict[tuple[int, int, int], int] = {}
     for pid in pids if mapped else ():
         try:
             with open(f"/proc/{pid}/maps", "rb") as f:
@@ -167,15 +164,11 @@ def held_deleted(pids: Iterable[int], roots: Iterable[str], *, opened: bool = Tr
             start, end = (int(x, 16) for x in parts[0].split("-"))
             major, minor = (int(x, 16) for x in parts[3].split(":"))
             key = (major, minor, int(parts[4]))
-            found[key] = max(found.get(key, 0), end - start)
-    return found
-
-
-def held_deleted_mb(pids: Iterable[int], roots: Iterable[str]) -> float:
-    """`held_deleted`, open or mapped, in MiB (an open file by its blocks where it is mapped too)."""
-    pids = list(pids)
-    return sum({**held_deleted(pids, roots, opened=False), **held_deleted(pids, roots, mapped=False)}.values()) \
-        / (1 << 20)
+            spans[key] = max(spans.get(key, 0), end - start)
+    blocks = {} if not opened else {
+        (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino): st.st_blocks * 512
+        for st in open_files(pids, lambda t: t.endswith(" (deleted)") and under(t[: -len(" (deleted)")]))}
+    return {**spans, **blocks}
 
 
 def descendants(root: int) -> set[int]:

@@ -240,12 +240,11 @@ class KernelSandbox:
         ooms = kernel.cgroups.counter("memory", "memory.oom_control", "oom_kill")
         # Without a memory cgroup (not root) RLIMIT_AS bounds each process alone: the tree is measured instead,
         # while the kernel has children (alone, RLIMIT_AS holds it). And the working folder's growth.
+        limited = self.workdir is not None and self.limits.folder_mb
         watch = proc.watches(lambda: kernel.members() if kernel.strays() else set(),
                              tree_memory_mb=self.limits.memory_mb if "memory" not in kernel.cgroups.dirs else None,
-                             folder=(self._writable(kernel), self.limits.folder_mb)
-                             if self.workdir is not None and self.limits.folder_mb else None, holders=kernel.members,
-                             since=self._folder_since(kernel) if self.workdir is not None and self.limits.folder_mb
-                             else None)
+                             folder=(self._writable(kernel), self.limits.folder_mb) if limited else None,
+                             holders=kernel.members, since=self._folder_since(kernel) if limited else None)
         t0 = time.monotonic()
         msg_id = kernel.send_execute(code)
         deadline = t0 + timeout
